@@ -1,0 +1,132 @@
+"""The error hierarchy shared by the emulator and the runtime.
+
+Errors are values with places: each carries where it happened (GPU, engine, queue, ring offset or PC,
+address) and prints as one readable paragraph. This module imports nothing from the emulator, so the
+runtime may use it too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class HcqsimError(Exception):
+    """Base of every error hcqsim raises on purpose."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# raised inside engines, caught by the GPU and turned into a Fault record that stops the queue
+
+
+class EngineError(HcqsimError):
+    """Something an engine cannot execute. The GPU adds the place (queue, ring offset, packet)."""
+
+    kind = "engine error"
+
+
+class DecodeError(EngineError):
+    """A malformed packet: bad header, reserved value, count past the write pointer, bad size."""
+
+    kind = "decode error"
+
+
+class UnsupportedError(EngineError):
+    """A packet, field value or instruction that is valid on hardware but not emulated (yet)."""
+
+    kind = "unsupported"
+
+
+class VMFaultError(EngineError):
+    """An access to a GPU virtual address that is unmapped or lacks the needed permission."""
+
+    kind = "VM fault"
+
+    def __init__(self, address: int, size: int, access: str, reason: str):
+        self.address, self.size, self.access, self.reason = address, size, access, reason
+        super().__init__(f"{access} of {size} bytes at 0x{address:x}: {reason}")
+
+
+@dataclass
+class Fault:
+    """What the GPU records when a queue stops on an error (a VM fault or a bad packet)."""
+
+    gpu: int
+    engine: str  # "pm4", "sdma", "shader"
+    queue: str
+    kind: str  # EngineError.kind
+    message: str
+    ring_offset: int | None = None  # byte offset in the ring (or IB) of the packet
+    header: int | None = None  # raw dword 0 of the packet
+    packet: str | None = None  # disassembly of the packet, when it decoded
+    address: int | None = None  # faulting VA for VM faults
+    size: int | None = None
+    access: str | None = None  # "read", "write", "execute"
+    timestamp: int = 0  # virtual GPU clock at the fault
+    where: str | None = None  # "ring" or "IB at 0x..."; for shader faults the kernel and PC
+
+    @property
+    def is_vm_fault(self) -> bool:
+        return self.address is not None
+
+    def __str__(self) -> str:
+        place = f"GPU {self.gpu} {self.engine} queue {self.queue}"
+        if self.ring_offset is not None:
+            place += f", {self.where or 'ring'} offset 0x{self.ring_offset:x}"
+        elif self.where:
+            place += f", {self.where}"
+        text = f"{self.kind} on {place} at t={self.timestamp}: {self.message}"
+        if self.header is not None:
+            text += f"\n  header dword 0x{self.header:08x}"
+        if self.packet:
+            text += f"\n  packet: {self.packet}"
+        return text
+
+
+# ---------------------------------------------------------------------------------------------------
+# raised to the user
+
+
+class QueueError(HcqsimError):
+    """A queue was used wrongly (destroyed, faulted, ring full)."""
+
+
+@dataclass
+class BlockedQueue:
+    queue: str
+    packet: str  # disassembly of the waiting packet
+    address: int | None
+    awaited: str  # e.g. ">= 0x5 (mask 0xffffffff)"
+    current: int | None
+    ring_offset: int | None = None
+
+
+class DeadlockError(HcqsimError):
+    """A wait that can never be satisfied: the machine is quiescent and the condition is false."""
+
+    def __init__(self, waiting_for: str, blocked: list[BlockedQueue]):
+        self.waiting_for, self.blocked = waiting_for, blocked
+        lines = [f"deadlock: waiting for {waiting_for}, but no queue can make progress"]
+        if not blocked:
+            lines.append("  no queue is blocked on a wait: nothing that could ever satisfy it is queued")
+        for b in blocked:
+            cur = "unreadable" if b.current is None else f"0x{b.current:x}"
+            addr = "" if b.address is None else f" at 0x{b.address:x}"
+            off = "" if b.ring_offset is None else f" (ring offset 0x{b.ring_offset:x})"
+            lines.append(f"  queue {b.queue} blocked{off}: wants value{addr} {b.awaited}, current {cur}")
+            lines.append(f"    {b.packet}")
+        super().__init__("\n".join(lines))
+
+
+class RunawayError(HcqsimError):
+    """A progress point executed more packets than its bound (e.g. an IB chain that loops forever)."""
+
+
+class DeviceFault(HcqsimError):
+    """Raised by the runtime on its next call after a queue of the device faulted."""
+
+    def __init__(self, faults: list):
+        self.faults = list(faults)
+        super().__init__("device fault:\n" + "\n".join(str(f) for f in self.faults))
+
+
+class DeviceTimeout(HcqsimError):
+    """A wait on real hardware ran out of time; carries each queue's state."""

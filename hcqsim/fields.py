@@ -1,0 +1,150 @@
+"""Packet layouts as data.
+
+A `PacketFormat` is a table of named `Field`s (dword index + bit range, optionally an enum). The same
+table drives the encoder (runtime builders, tests), the decoder (the engines) and the disassembler (fault
+reports, traces), so a layout is written once. PM4 and SDMA modules declare their packets with it.
+
+Bit ranges are inclusive `[hi:lo]` within dword `dw`; `hi` may exceed 31 for a field that continues into
+the next dword (a 64-bit address split over two dwords is `Field("addr", 2, 63, 0)`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping
+
+from .errors import DecodeError
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    dw: int
+    hi: int
+    lo: int
+    enum: Mapping[int, str] | None = None
+    default: int = 0
+    strict: bool = False  # with enum: a value outside it is a reserved value -> DecodeError
+    address: bool = False  # printed as an address (and canonicalised in traces)
+    doc: str = ""
+
+    @property
+    def width(self) -> int:
+        return self.hi - self.lo + 1
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.width) - 1
+
+    def name_of(self, value: int) -> str:
+        if self.enum and value in self.enum:
+            return f"{self.enum[value]}({value})"
+        if self.address:
+            return f"0x{value:x}"
+        return f"0x{value:x}" if value > 9 else str(value)
+
+
+def F(name: str, dw: int, hi: int, lo: int | None = None, **kw) -> Field:
+    """Shorthand: F("count", 0, 29, 16) or F("valid", 3, 23) for a single bit."""
+    return Field(name, dw, hi, hi if lo is None else lo, **kw)
+
+
+@dataclass
+class PacketFormat:
+    """One packet: its name, identifying opcode(s), fixed size in dwords (None when variable) and fields.
+
+    `payload` names a trailing list of raw dwords starting at dword `payload_dw` (WRITE_DATA's data,
+    SET_SH_REG's values, NOP filler); its length comes from the header.
+    """
+
+    name: str
+    opcode: int
+    fields: tuple[Field, ...]
+    size: int | None = None
+    sub_op: int | None = None
+    payload: str | None = None
+    payload_dw: int = 0
+    doc: str = ""
+    _plan: list = field(default_factory=list, repr=False)
+
+    def __post_init__(self):
+        names = [f.name for f in self.fields]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: duplicate field names")
+        self._plan = [(f.name, f.dw, f.lo, f.mask, f.hi > 31) for f in self.fields]
+        self.by_name = {f.name: f for f in self.fields}
+
+    # -- decode ------------------------------------------------------------------------------------
+
+    def decode(self, dws, *, check: bool = True) -> dict[str, int]:
+        """Field values of one packet from its dwords (`dws[0]` is the header)."""
+        out: dict[str, int] = {}
+        n = len(dws)
+        for name, dw, lo, mask, wide in self._plan:
+            if dw >= n:
+                raise DecodeError(f"{self.name}: packet too short for field {name} (dword {dw})")
+            v = dws[dw]
+            if wide:
+                v |= (dws[dw + 1] if dw + 1 < n else 0) << 32
+            out[name] = (v >> lo) & mask
+        if self.payload:
+            out[self.payload] = list(dws[self.payload_dw:])
+        if check:
+            for f in self.fields:
+                if f.strict and f.enum is not None and out[f.name] not in f.enum:
+                    raise DecodeError(f"{self.name}: reserved value {out[f.name]} in field {f.name}")
+        return out
+
+    # -- encode ------------------------------------------------------------------------------------
+
+    def encode(self, **values) -> list[int]:
+        """Dwords of the packet. Unnamed fields take their default; the caller fills header counts."""
+        payload = list(values.pop(self.payload, [])) if self.payload else []
+        unknown = set(values) - set(self.by_name)
+        if unknown:
+            raise TypeError(f"{self.name} has no field(s) {sorted(unknown)}")
+        ndw = self.size if self.size is not None else max((f.dw + (2 if f.hi > 31 else 1) for f in self.fields),
+                                                          default=1)
+        if self.payload:
+            ndw = max(ndw, self.payload_dw) + len(payload)
+        dws = [0] * ndw
+        for f in self.fields:
+            v = values.get(f.name, f.default)
+            if isinstance(v, str) and f.enum:
+                v = _enum_value(f, v)
+            if not 0 <= v <= f.mask:
+                raise ValueError(f"{self.name}.{f.name} = {v:#x} does not fit in {f.width} bits")
+            bits = v << f.lo
+            dws[f.dw] |= bits & 0xFFFFFFFF
+            if f.hi > 31:
+                dws[f.dw + 1] |= bits >> 32
+        for i, d in enumerate(payload):
+            dws[self.payload_dw + i] = d & 0xFFFFFFFF
+        return dws
+
+    # -- print -------------------------------------------------------------------------------------
+
+    def format(self, values: Mapping[str, int], *, canon: Callable[[int], int] | None = None,
+               skip: Iterable[str] = ()) -> str:
+        """UMR-style one-liner: NAME field=value ... (enum names shown, addresses in hex)."""
+        parts = [self.name]
+        skip = set(skip)
+        for f in self.fields:
+            if f.name in skip or f.name not in values:
+                continue
+            v = values[f.name]
+            if f.address and canon is not None:
+                v = canon(v)
+            parts.append(f"{f.name}={f.name_of(v)}")
+        if self.payload and values.get(self.payload):
+            data = values[self.payload]
+            shown = " ".join(f"0x{d:08x}" for d in data[:8])
+            more = f" ...(+{len(data) - 8})" if len(data) > 8 else ""
+            parts.append(f"{self.payload}=[{shown}{more}]")
+        return " ".join(parts)
+
+
+def _enum_value(f: Field, name: str) -> int:
+    for k, v in f.enum.items():
+        if v == name:
+            return k
+    raise ValueError(f"field {f.name} has no value named {name!r}")

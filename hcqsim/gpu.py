@@ -1,0 +1,374 @@
+"""The emulated GPU: memory, queues, scheduler, virtual clock, faults, interrupts and trace.
+
+Nothing runs on a thread. Work happens at progress points: a doorbell, `run()` / `run_until()`, and
+the driver's waits. At a progress point the scheduler policy repeatedly picks a ready queue and a packet
+budget until no queue can advance (or the awaited condition holds).
+
+Time is virtual: `clock` is the GPU's 100 MHz reference counter (what timestamps read), advanced by
+the cost model below for every packet and byte moved, so the same inputs give the same timestamps.
+"""
+from __future__ import annotations
+
+import random
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .errors import DeadlockError, EngineError, Fault, QueueError, RunawayError, VMFaultError
+from .memory import PAGE_SIZE, AddressSpace, VaWindow, host_view, page_align
+from .queue import Queue, Stream
+from .targets import Target, get_target
+
+CLOCK_HZ = 100_000_000
+_HEADER_NOISE = ("type", "opcode", "op")  # the reference counter that RELEASE_MEM / SDMA TIMESTAMP write
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Virtual time, in 10 ns ticks of the 100 MHz counter.
+
+    Deliberately simple and documented rather than realistic: every packet costs `packet`, a packet
+    that moves memory costs `bytes_per_tick` bytes per tick on top, and a dispatch costs `wave` per
+    wave launched.
+    """
+
+    packet: int = 2
+    bytes_per_tick: int = 512  # ~51 GB/s
+    wave: int = 1
+
+    def copy(self, nbytes: int) -> int:
+        return self.packet + nbytes // self.bytes_per_tick
+
+
+@dataclass
+class Interrupt:
+    """An interrupt delivered to the event sink (the emulated KFD listens here)."""
+
+    source: str  # "cp_eop" (RELEASE_MEM int_sel), "sdma_trap", "vm_fault", "queue_error"
+    ctxid: int
+    queue: str
+    timestamp: int
+    fault: Fault | None = None
+
+
+@dataclass
+class Buffer:
+    """GPU memory from `EmulatedGPU.alloc`: `va` (same on CPU and GPU) and a numpy uint8 `view`."""
+
+    va: int
+    size: int
+    kind: str
+    view: np.ndarray
+
+    def u32(self) -> np.ndarray:
+        return self.view[: self.size // 4 * 4].view(np.uint32)
+
+    def u64(self) -> np.ndarray:
+        return self.view[: self.size // 8 * 8].view(np.uint64)
+
+
+# ---------------------------------------------------------------------------------------------------
+# scheduler policies: which ready queue advances next, by how many packets
+
+
+class RunToBlock:
+    """The first ready queue (in creation order) runs until it blocks or runs dry. Fast default."""
+
+    name = "run_to_block"
+
+    def choose(self, ready: list[Queue]) -> tuple[Queue, int]:
+        return ready[0], 1 << 62
+
+
+class RoundRobin:
+    """One packet per turn, queues in rotation."""
+
+    name = "round_robin"
+
+    def __init__(self):
+        self._next = 0
+
+    def choose(self, ready: list[Queue]) -> tuple[Queue, int]:
+        q = ready[self._next % len(ready)]
+        self._next += 1
+        return q, 1
+
+
+class SeededRandom:
+    """A random ready queue and a random budget of 1..max_budget packets, from a seeded generator."""
+
+    name = "random"
+
+    def __init__(self, rng: random.Random, max_budget: int = 4):
+        self.rng, self.max_budget = rng, max_budget
+
+    def choose(self, ready: list[Queue]) -> tuple[Queue, int]:
+        return self.rng.choice(ready), self.rng.randint(1, self.max_budget)
+
+
+class ExplicitChoices:
+    """Choices supplied from outside (hypothesis draws them): `pick(n_ready) -> (index, budget)`."""
+
+    name = "explicit"
+
+    def __init__(self, pick: Callable[[int], tuple[int, int]]):
+        self.pick = pick
+
+    def choose(self, ready: list[Queue]) -> tuple[Queue, int]:
+        i, budget = self.pick(len(ready))
+        return ready[i % len(ready)], max(1, budget)
+
+
+def make_policy(policy, rng: random.Random):
+    if not isinstance(policy, str):
+        return policy
+    if policy == "run_to_block":
+        return RunToBlock()
+    if policy == "round_robin":
+        return RoundRobin()
+    if policy == "random":
+        return SeededRandom(rng)
+    raise ValueError(f"unknown scheduler policy {policy!r}: run_to_block, round_robin, random or an object")
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+class EmulatedGPU:
+    """One emulated AMD GPU.
+
+    >>> gpu = EmulatedGPU(target="gfx1100", seed=0)
+    >>> buf = gpu.alloc(4096); q = gpu.compute_queue()
+    >>> q.submit(pm4.write_data(buf.va, [1, 2])); gpu.run()
+    """
+
+    def __init__(self, target: str = "gfx1100", seed: int = 0, *, policy="run_to_block",
+                 window: VaWindow | None = None, index: int = 0, autorun: bool = True,
+                 trace_limit: int = 200_000, max_packets_per_run: int = 50_000_000,
+                 cost: CostModel = CostModel()):
+        self.target: Target = get_target(target)
+        self.seed, self.index, self.autorun = seed, index, autorun
+        self.rng = random.Random(seed)
+        self.policy = make_policy(policy, self.rng)
+        self._own_window = window is None
+        self.window = window or VaWindow()
+        self.memory = AddressSpace()
+        self.queues: list[Queue] = []
+        self.clock = 0
+        self.cost = cost
+        self.faults: list[Fault] = []
+        self.interrupts: list[Interrupt] = []
+        self.interrupt_handlers: list[Callable[[Interrupt], None]] = []
+        self.trace: deque = deque(maxlen=trace_limit)
+        self.max_packets_per_run = max_packets_per_run
+        self.uconfig: dict[int, int] = {}  # UCONFIG register file (absolute dword address -> value)
+        self.shader_core = None  # set by the shader-core package: .dispatch(queue, dispatch) -> waves
+        self._buffers: dict[int, Buffer] = {}
+        self._running = False
+        self._counts: dict[str, int] = {}
+
+    # -- memory ------------------------------------------------------------------------------------
+
+    def alloc(self, nbytes: int, kind: str = "gtt", *, executable: bool = False, writable: bool = True,
+              align: int = PAGE_SIZE, name: str = "") -> Buffer:
+        """Allocate zeroed memory, mapped for this GPU and the CPU at the same address."""
+        va = self.window.allocate(nbytes, align)
+        size = page_align(nbytes)
+        self.memory.map(va, size, kind, writable=writable, executable=executable, name=name or kind)
+        buf = Buffer(va, nbytes, kind, host_view(va, nbytes))
+        self._buffers[va] = buf
+        return buf
+
+    def free(self, buf: Buffer) -> None:
+        if self._buffers.pop(buf.va, None) is None:
+            raise ValueError(f"0x{buf.va:x} is not a live allocation of GPU {self.index}")
+        self.memory.unmap(buf.va)
+        self.window.release(buf.va)
+
+    def canonical(self, va: int) -> int:
+        return self.window.canonical(va)
+
+    # -- queues ------------------------------------------------------------------------------------
+
+    def _name(self, engine: str) -> str:
+        n = self._counts.get(engine, 0)
+        self._counts[engine] = n + 1
+        return f"{engine}{n}"
+
+    def add_queue(self, queue: Queue) -> Queue:
+        self.queues.append(queue)
+        return queue
+
+    def create_compute_queue(self, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
+        """A PM4 compute queue on caller-provided memory (the KFD CREATE_QUEUE path)."""
+        from .pm4 import ComputeQueue
+        return self.add_queue(ComputeQueue(self, self._name("pm4_"), ring_va, ring_size, rptr_va, wptr_va))
+
+    def create_sdma_queue(self, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int, engine: int = 0):
+        from .sdma import SdmaQueue
+        return self.add_queue(SdmaQueue(self, self._name("sdma_"), ring_va, ring_size, rptr_va, wptr_va,
+                                        engine_id=engine))
+
+    def compute_queue(self, ring_size: int = 1 << 16):
+        """A PM4 compute queue with its ring and pointer page allocated here (the direct API)."""
+        ring, ptrs = self.alloc(ring_size, name="pm4 ring"), self.alloc(PAGE_SIZE, name="pm4 rptr/wptr")
+        q = self.create_compute_queue(ring.va, ring_size, ptrs.va, ptrs.va + 8)
+        q.owned_buffers = [ring, ptrs]
+        return q
+
+    def sdma_queue(self, ring_size: int = 1 << 16, engine: int = 0):
+        ring, ptrs = self.alloc(ring_size, name="sdma ring"), self.alloc(PAGE_SIZE, name="sdma rptr/wptr")
+        q = self.create_sdma_queue(ring.va, ring_size, ptrs.va, ptrs.va + 8, engine)
+        q.owned_buffers = [ring, ptrs]
+        return q
+
+    def destroy_queue(self, queue: Queue) -> None:
+        if queue not in self.queues:
+            raise QueueError(f"queue {queue.name} does not belong to GPU {self.index}")
+        queue.destroyed = True
+        self.queues.remove(queue)
+
+    def ring_doorbell(self, queue: Queue, value: int) -> None:
+        """A doorbell write: the new write pointer. A progress point when `autorun` is on."""
+        if not queue.active:
+            raise QueueError(f"doorbell on {'faulted' if queue.fault else 'destroyed'} queue {queue.name}")
+        queue.doorbell(value)
+        queue.ring.invalidate()
+        if self.autorun:
+            self.run()
+
+    # -- progress ----------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Progress point: advance queues until none can. Returns the number of packets executed."""
+        return self._progress(None)
+
+    def run_until(self, condition: Callable[[], bool], waiting_for: str) -> None:
+        """Advance until `condition()` holds; DeadlockError when the machine goes quiet first."""
+        self._progress(condition)
+        if not condition():
+            raise DeadlockError(waiting_for, [b for q in self.queues if (b := q.blocked_report())])
+
+    def _progress(self, condition: Callable[[], bool] | None) -> int:
+        if self._running:  # a doorbell rung from inside the run (interrupt handler): the loop sees it
+            return 0
+        self._running = True
+        executed = 0
+        try:
+            while condition is None or not condition():
+                ready = [q for q in self.queues if q.ready()]
+                if not ready:
+                    break
+                q, budget = self.policy.choose(ready)
+                executed += self._advance(q, budget)
+                if executed > self.max_packets_per_run:
+                    raise RunawayError(f"GPU {self.index}: more than {self.max_packets_per_run} packets in one "
+                                       f"progress point (an IB chain that loops?); queues: "
+                                       + "; ".join(q.status() for q in self.queues))
+        finally:
+            self._running = False
+        return executed
+
+    def _advance(self, q: Queue, budget: int) -> int:
+        before = q.packets
+        try:
+            q.advance(budget)
+        except EngineError as e:
+            self._record_fault(q, e)
+        except Exception as e:  # an emulator bug: stop the queue, keep the GPU, keep the evidence
+            err = EngineError(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
+            err.kind = "internal emulator error"
+            self._record_fault(q, err)
+        return max(q.packets - before, 1)
+
+    def _record_fault(self, q: Queue, e: EngineError) -> Fault:
+        stream, pos = q.current if q.current else (q.stack[-1], q.stack[-1].pos)
+        q.current = None
+        header, text = None, None
+        try:
+            header, text = q.disassemble_at(stream, pos)
+        except Exception:
+            pass
+        f = Fault(self.index, q.engine, q.name, e.kind, str(e), ring_offset=stream.offset(pos), header=header,
+                  packet=text, timestamp=self.clock, where=stream.label)
+        if isinstance(e, VMFaultError):
+            f.address, f.size, f.access = e.address, e.size, e.access
+        q.fault = f
+        self.faults.append(f)
+        self.trace.append((self.clock, q.name, "fault", f))
+        self.interrupt("vm_fault" if f.is_vm_fault else "queue_error", 0, q, fault=f)
+        return f
+
+    def blocked(self) -> list:
+        return [b for q in self.queues if (b := q.blocked_report())]
+
+    # -- what engines call -------------------------------------------------------------------------
+
+    def tick(self, cost: int) -> None:
+        self.clock += cost
+
+    def interrupt(self, source: str, ctxid: int, queue: Queue, fault: Fault | None = None) -> None:
+        irq = Interrupt(source, ctxid, queue.name, self.clock, fault)
+        self.interrupts.append(irq)
+        if source in ("cp_eop", "sdma_trap"):
+            self.trace.append((self.clock, queue.name, "interrupt", irq))
+        for handler in self.interrupt_handlers:
+            handler(irq)
+
+    def trace_packet(self, queue: Queue, stream: Stream, pos: int, fmt, values: dict) -> None:
+        self.trace.append((self.clock, queue.name, "packet", (stream.label, stream.offset(pos), fmt, values)))
+
+    def trace_write(self, queue: Queue, addr: int, size: int, value: int) -> None:
+        self.trace.append((self.clock, queue.name, "write", (addr, size, value)))
+
+    def trace_copy(self, queue: Queue, dst: int, src: int | None, size: int) -> None:
+        self.trace.append((self.clock, queue.name, "copy", (dst, src, size)))
+
+    # -- trace -------------------------------------------------------------------------------------
+
+    def trace_lines(self) -> list[str]:
+        """The trace as text, addresses canonicalised: the same seed and inputs give the same lines."""
+        return [self._format_trace(e) for e in self.trace]
+
+    def _format_trace(self, entry) -> str:
+        t, q, kind, data = entry
+        head = f"{t:>12} {q:<8} "
+        if kind == "packet":
+            label, off, fmt, values = data
+            return head + f"{label}+0x{off:04x} {fmt.format(values, canon=self.canonical, skip=_HEADER_NOISE)}"
+        if kind == "write":
+            addr, size, value = data
+            return head + f"write {size}B 0x{self.canonical(addr):x} <- 0x{value:x}"
+        if kind == "copy":
+            dst, src, size = data
+            what = "fill" if src is None else f"copy from 0x{self.canonical(src):x}"
+            return head + f"{what} {size}B to 0x{self.canonical(dst):x}"
+        if kind == "interrupt":
+            return head + f"interrupt {data.source} ctxid=0x{data.ctxid:x}"
+        if kind == "fault":
+            f = data
+            addr = "" if f.address is None else f" addr=0x{self.canonical(f.address):x}"
+            return head + f"fault {f.kind}{addr} at {f.where}+0x{f.ring_offset or 0:x}: {f.message.splitlines()[0]}"
+        return head + f"{kind} {data}"
+
+    # -- lifetime ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for q in list(self.queues):
+            q.destroyed = True
+        self.queues.clear()
+        for va in list(self._buffers):
+            self.memory.unmap(va)
+            self.window.release(va)
+        self._buffers.clear()
+        if self._own_window:
+            self.window.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,329 @@
+"""GPU virtual memory: GPU VA equals host VA.
+
+A `VaWindow` reserves a range of host address space (an anonymous PROT_NONE mapping at a fixed,
+configurable base) and backs allocations inside it with real shared memory at the same address, so the
+CPU (runtime, tests, numpy) and the emulated GPU see the same bytes. Python's `mmap` module cannot map
+at a fixed address, hence libc through ctypes.
+
+An `AddressSpace` is one GPU's page table: page-granular mappings with a kind and permissions. Every
+engine access goes through `AddressSpace.check`, so a bad GPU address becomes a `VMFaultError` (which
+the GPU records as a VM fault) instead of a segfault or a silent write.
+"""
+from __future__ import annotations
+
+import bisect
+import ctypes
+import ctypes.util
+import errno
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import HcqsimError, VMFaultError
+
+PAGE_SIZE = 4096
+
+PROT_NONE, PROT_READ, PROT_WRITE = 0x0, 0x1, 0x2
+MAP_SHARED, MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x01, 0x02, 0x10, 0x20
+MAP_NORESERVE, MAP_FIXED_NOREPLACE = 0x4000, 0x100000
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.restype = ctypes.c_int
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+
+class MemoryError_(HcqsimError):
+    """Host-side memory management failed (window exhausted, bad range)."""
+
+
+def page_align(n: int) -> int:
+    return (n + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
+
+
+def _mmap(addr: int, size: int, prot: int, flags: int) -> int:
+    got = _libc.mmap(addr, size, prot, flags, -1, 0)
+    if got in (None, MAP_FAILED):
+        err = ctypes.get_errno()
+        raise OSError(err, f"mmap(0x{addr:x}, 0x{size:x}) failed: {os.strerror(err)}")
+    return got
+
+
+def host_view(address: int, size: int) -> np.ndarray:
+    """A numpy uint8 array over host memory at `address` (no copy, no check)."""
+    if size == 0:
+        return np.zeros(0, np.uint8)
+    return np.frombuffer((ctypes.c_uint8 * size).from_address(address), dtype=np.uint8)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the host side: a reserved window and deterministic allocation inside it
+
+
+class VaWindow:
+    """A reserved host VA range in which GPU memory is allocated at GPU VA == host VA.
+
+    The window is placed at `preferred_base` when that range is free (MAP_FIXED_NOREPLACE) and at the
+    next free slot of the same size otherwise. Allocation is first-fit by address, so the same sequence
+    of calls gives the same addresses; `canonical(va)` rewrites an address as if the window sat at its
+    preferred base, which keeps traces identical even when it could not.
+    """
+
+    DEFAULT_BASE = 0x2000_0000_0000
+    DEFAULT_SIZE = 1 << 38  # 256 GiB of address space; only allocated pages cost memory
+
+    def __init__(self, preferred_base: int = DEFAULT_BASE, size: int = DEFAULT_SIZE):
+        if preferred_base % PAGE_SIZE or size % PAGE_SIZE or size <= 0:
+            raise ValueError("window base and size must be page aligned")
+        self.preferred_base, self.size = preferred_base, size
+        self.base = self._reserve(preferred_base, size)
+        self._free: list[tuple[int, int]] = [(self.base, self.base + size)]  # sorted, disjoint
+        self._backed: dict[int, int] = {}  # va -> size of live allocations
+        self.closed = False
+
+    @staticmethod
+    def _reserve(base: int, size: int) -> int:
+        flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE
+        for slot in range(64):
+            want = base + slot * size
+            try:
+                got = _mmap(want, size, PROT_NONE, flags | MAP_FIXED_NOREPLACE)
+            except OSError as e:
+                if e.errno in (errno.EEXIST, errno.ENOMEM):
+                    continue
+                raise
+            if got == want:
+                return got
+            _libc.munmap(got, size)  # old kernels ignore NOREPLACE and return a hint address
+        raise MemoryError_(f"no free {size:#x}-byte window for GPU memory near 0x{base:x}")
+
+    def contains(self, va: int, size: int = 1) -> bool:
+        return self.base <= va and va + size <= self.base + self.size
+
+    def canonical(self, va: int) -> int:
+        """The address as it would be with the window at its preferred base (for traces)."""
+        if self.contains(va):
+            return va - self.base + self.preferred_base
+        return va
+
+    # -- allocation --------------------------------------------------------------------------------
+
+    def allocate(self, size: int, align: int = PAGE_SIZE, at: int | None = None) -> int:
+        """Back `size` bytes (rounded to pages) with zeroed shared memory; return its address."""
+        if size <= 0:
+            raise ValueError(f"allocation size must be positive, got {size}")
+        if align < PAGE_SIZE or align & (align - 1):
+            raise ValueError(f"alignment must be a power of two >= {PAGE_SIZE}, got {align}")
+        size = page_align(size)
+        va = self._take(size, align) if at is None else self._take_at(at, size)
+        _mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED)
+        self._backed[va] = size
+        return va
+
+    def release(self, va: int) -> int:
+        """Return an allocation to the reserved (PROT_NONE) state; its contents are gone."""
+        size = self._backed.pop(va, None)
+        if size is None:
+            raise MemoryError_(f"0x{va:x} is not a live allocation of this window")
+        _mmap(va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED)
+        self._give(va, size)
+        return size
+
+    def allocation_size(self, va: int) -> int | None:
+        return self._backed.get(va)
+
+    def _take(self, size: int, align: int) -> int:
+        for i, (lo, hi) in enumerate(self._free):
+            start = (lo + align - 1) & ~(align - 1)
+            if start + size <= hi:
+                self._carve(i, start, start + size)
+                return start
+        raise MemoryError_(f"GPU VA window exhausted: no {size:#x} bytes free")
+
+    def _take_at(self, va: int, size: int) -> int:
+        if va % PAGE_SIZE:
+            raise MemoryError_(f"address 0x{va:x} is not page aligned")
+        i = bisect.bisect_right(self._free, (va, 1 << 64)) - 1
+        if i < 0 or not (self._free[i][0] <= va and va + size <= self._free[i][1]):
+            raise MemoryError_(f"range 0x{va:x}+{size:#x} is not free in the window")
+        self._carve(i, va, va + size)
+        return va
+
+    def _carve(self, i: int, lo: int, hi: int) -> None:
+        flo, fhi = self._free.pop(i)
+        pieces = [(a, b) for a, b in ((flo, lo), (hi, fhi)) if b > a]
+        self._free[i:i] = pieces
+
+    def _give(self, va: int, size: int) -> None:
+        bisect.insort(self._free, (va, va + size))
+        merged: list[tuple[int, int]] = []
+        for lo, hi in self._free:
+            if merged and merged[-1][1] == lo:
+                merged[-1] = (merged[-1][0], hi)
+            else:
+                merged.append((lo, hi))
+        self._free = merged
+
+    def close(self) -> None:
+        if not self.closed:
+            _libc.munmap(self.base, self.size)
+            self._backed.clear()
+            self.closed = True
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------------
+# the GPU side: one page table per GPU
+
+KINDS = ("vram", "gtt", "userptr", "doorbell", "mmio")
+
+
+@dataclass
+class Mapping:
+    start: int
+    end: int
+    kind: str
+    readable: bool = True
+    writable: bool = True
+    executable: bool = False
+    name: str = ""
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    def perms(self) -> str:
+        return ("r" if self.readable else "-") + ("w" if self.writable else "-") + ("x" if self.executable else "-")
+
+
+_PERM_ATTR = {"read": "readable", "write": "writable", "execute": "executable"}
+
+
+class AddressSpace:
+    """One GPU's virtual address space: which host ranges it may touch, and how.
+
+    All engine memory traffic goes through the methods here. Each checks the whole range first and
+    raises `VMFaultError` (nothing is written) when any byte is unmapped or lacks the permission.
+    """
+
+    def __init__(self):
+        self._starts: list[int] = []
+        self._maps: list[Mapping] = []
+        self._last: Mapping | None = None
+
+    # -- page table --------------------------------------------------------------------------------
+
+    def map(self, va: int, size: int, kind: str, *, readable: bool = True, writable: bool = True,
+            executable: bool = False, name: str = "") -> Mapping:
+        if kind not in KINDS:
+            raise ValueError(f"unknown mapping kind {kind!r}; expected one of {KINDS}")
+        if va % PAGE_SIZE or size <= 0:
+            raise ValueError(f"mapping 0x{va:x}+{size:#x} must start on a page and be non-empty")
+        end = va + page_align(size)
+        i = bisect.bisect_left(self._starts, va)
+        if (i > 0 and self._maps[i - 1].end > va) or (i < len(self._maps) and self._maps[i].start < end):
+            raise ValueError(f"mapping 0x{va:x}..0x{end:x} overlaps an existing mapping")
+        m = Mapping(va, end, kind, readable, writable, executable, name)
+        self._starts.insert(i, va)
+        self._maps.insert(i, m)
+        return m
+
+    def unmap(self, va: int) -> Mapping:
+        i = bisect.bisect_left(self._starts, va)
+        if i == len(self._starts) or self._starts[i] != va:
+            raise ValueError(f"no mapping starts at 0x{va:x}")
+        self._starts.pop(i)
+        m = self._maps.pop(i)
+        if self._last is m:
+            self._last = None
+        return m
+
+    def find(self, addr: int) -> Mapping | None:
+        m = self._last
+        if m is not None and m.start <= addr < m.end:
+            return m
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0 and addr < self._maps[i].end:
+            self._last = self._maps[i]
+            return self._last
+        return None
+
+    def mappings(self) -> list[Mapping]:
+        return list(self._maps)
+
+    # -- checks ------------------------------------------------------------------------------------
+
+    def check(self, addr: int, size: int, access: str = "read") -> None:
+        """Raise VMFaultError unless [addr, addr+size) is mapped with the permission `access`."""
+        m = self._last
+        attr = _PERM_ATTR[access]
+        if m is not None and m.start <= addr and addr + size <= m.end and getattr(m, attr):
+            return
+        if addr < 0 or addr + size > 1 << 64:
+            raise VMFaultError(addr, size, access, "address outside the 64-bit space")
+        pos, end = addr, addr + max(size, 1)
+        while pos < end:  # a range may span several adjacent mappings
+            m = self.find(pos)
+            if m is None:
+                raise VMFaultError(addr, size, access, f"page 0x{pos & ~(PAGE_SIZE - 1):x} is not mapped")
+            if not getattr(m, attr):
+                raise VMFaultError(addr, size, access, f"mapping '{m.name or m.kind}' at 0x{m.start:x} is {m.perms()}")
+            pos = m.end
+
+    # -- accesses ----------------------------------------------------------------------------------
+
+    def read(self, addr: int, size: int) -> bytes:
+        self.check(addr, size, "read")
+        return ctypes.string_at(addr, size)
+
+    def write(self, addr: int, data: bytes | bytearray | memoryview) -> None:
+        self.check(addr, len(data), "write")
+        ctypes.memmove(addr, bytes(data), len(data))
+
+    def read_u32(self, addr: int) -> int:
+        self.check(addr, 4, "read")
+        return ctypes.c_uint32.from_address(addr).value
+
+    def read_u64(self, addr: int) -> int:
+        self.check(addr, 8, "read")
+        return ctypes.c_uint64.from_address(addr).value
+
+    def write_u32(self, addr: int, value: int) -> None:
+        self.check(addr, 4, "write")
+        ctypes.c_uint32.from_address(addr).value = value & 0xFFFFFFFF
+
+    def write_u64(self, addr: int, value: int) -> None:
+        """One 8-byte store (as a 64-bit signal write lands on hardware)."""
+        self.check(addr, 8, "write")
+        ctypes.c_uint64.from_address(addr).value = value & 0xFFFFFFFFFFFFFFFF
+
+    def read_dwords(self, addr: int, count: int) -> memoryview:
+        """`count` dwords at `addr` as a memoryview of unsigned ints (a copy)."""
+        return memoryview(self.read(addr, 4 * count)).cast("I")
+
+    def copy(self, dst: int, src: int, size: int) -> None:
+        """memmove within GPU memory, both ranges checked first."""
+        if size <= 0:
+            return
+        self.check(src, size, "read")
+        self.check(dst, size, "write")
+        ctypes.memmove(dst, src, size)
+
+    def fill(self, dst: int, pattern: bytes, size: int) -> None:
+        """Fill `size` bytes with a repeated pattern (1, 2, 4 or 8 bytes long)."""
+        if size <= 0:
+            return
+        self.check(dst, size, "write")
+        view = host_view(dst, size)
+        if len(pattern) == 1 or len(set(pattern)) == 1:
+            view.fill(pattern[0])
+            return
+        view[:] = np.resize(np.frombuffer(pattern, np.uint8), size)

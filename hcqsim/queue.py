@@ -1,0 +1,271 @@
+"""What every emulated user-mode queue shares: the ring, its pointers, indirect buffers, waits.
+
+A queue owns a stack of `Stream`s: the ring (circular, unwrapped 64-bit positions, bounded by the write
+pointer from the last doorbell) and, above it, the indirect buffers being executed. An engine subclass
+(`pm4.ComputeQueue`, `sdma.SdmaQueue`) implements `execute(stream)`: decode the packet at the stream's
+position, act, and move the position past it, or register a `Wait` and leave the position alone.
+
+The GPU's scheduler calls `ready()` and `advance(budget)`; an `EngineError` raised inside becomes a
+fault record that stops this queue only.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from .errors import BlockedQueue, DecodeError, EngineError, QueueError
+
+if TYPE_CHECKING:
+    from .gpu import EmulatedGPU
+
+# compare functions of PM4 WAIT_REG_MEM and SDMA POLL_REGMEM (same codes on both engines)
+COMPARE_NAMES = {0: "always", 1: "<", 2: "<=", 3: "==", 4: "!=", 5: ">=", 6: ">"}
+COMPARE: dict[int, Callable[[int, int], bool]] = {
+    0: lambda v, r: True,
+    1: lambda v, r: v < r,
+    2: lambda v, r: v <= r,
+    3: lambda v, r: v == r,
+    4: lambda v, r: v != r,
+    5: lambda v, r: v >= r,
+    6: lambda v, r: v > r,
+}
+
+
+def _as_bytes(data) -> bytes:
+    """Packets as bytes: a list of dwords, bytes, or a numpy array."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    if hasattr(data, "tobytes"):
+        return data.tobytes()
+    return struct.pack(f"<{len(data)}I", *(d & 0xFFFFFFFF for d in data))
+
+
+class Stream:
+    """A run of command dwords: the ring (circular) or an indirect buffer (linear).
+
+    Positions are byte offsets: unwrapped and monotonic for the ring, from 0 for an IB. Dwords are
+    fetched through the GPU's address-space checks and cached until the end moves.
+    """
+
+    def __init__(self, queue: "Queue", kind: str, base: int, size: int, pos: int, end: int):
+        self.queue, self.kind, self.base, self.size = queue, kind, base, size
+        self.pos, self.end = pos, end
+        self._buf: list[int] = []
+        self._buf_pos = self._buf_end = pos
+
+    @property
+    def is_ring(self) -> bool:
+        return self.kind == "ring"
+
+    @property
+    def label(self) -> str:
+        return "ring" if self.is_ring else f"IB at 0x{self.queue.gpu.canonical(self.base):x}"
+
+    def offset(self, pos: int | None = None) -> int:
+        """Byte offset inside the ring (wrapped) or IB of a position."""
+        pos = self.pos if pos is None else pos
+        return pos % self.size if self.is_ring else pos
+
+    def address(self, pos: int) -> int:
+        return self.base + self.offset(pos)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.pos >= self.end
+
+    def dwords(self, pos: int, n: int) -> list[int]:
+        """`n` dwords starting at byte position `pos`; DecodeError if they run past the end."""
+        end = pos + 4 * n
+        if end > self.end:
+            what = "write pointer" if self.is_ring else "end of the IB"
+            raise DecodeError(f"packet of {n} dwords at offset 0x{self.offset(pos):x} runs past the {what} "
+                              f"({(self.end - pos) // 4} dwords available)")
+        if not (self._buf_pos <= pos and end <= self._buf_end):
+            self._load(pos)
+        i = (pos - self._buf_pos) >> 2
+        return self._buf[i:i + n]
+
+    def _load(self, pos: int) -> None:
+        mem = self.queue.gpu.memory
+        nbytes = self.end - pos
+        if self.is_ring:
+            start = pos % self.size
+            first = min(nbytes, self.size - start)
+            data = mem.read(self.base + start, first)
+            if nbytes > first:
+                data += mem.read(self.base, nbytes - first)
+        else:
+            data = mem.read(self.base + pos, nbytes)
+        self._buf = memoryview(data).cast("I").tolist()
+        self._buf_pos, self._buf_end = pos, self.end
+
+    def invalidate(self) -> None:
+        self._buf, self._buf_pos, self._buf_end = [], self.pos, self.pos
+
+
+@dataclass
+class Wait:
+    """A queue stalled on a memory (or register) compare: WAIT_REG_MEM / POLL_REGMEM."""
+
+    packet: str  # disassembly, for deadlock reports
+    size: int  # packet size in bytes, skipped once the wait is satisfied
+    read: Callable[[], int]  # current value (may raise VMFaultError)
+    func: int
+    reference: int
+    mask: int
+    address: int | None = None
+    ring_offset: int | None = None
+
+    def satisfied(self) -> bool:
+        return COMPARE[self.func](self.read() & self.mask, self.reference)
+
+    def awaited(self) -> str:
+        return f"(value & 0x{self.mask:x}) {COMPARE_NAMES[self.func]} 0x{self.reference:x}"
+
+
+class Queue:
+    """Base of the emulated queues. Subclasses set `engine`, `ptr_unit` and implement `execute`."""
+
+    engine = "queue"
+    ptr_unit = 4  # bytes per write-pointer unit (PM4: dwords, SDMA: bytes)
+    max_ib_depth = 1
+
+    def __init__(self, gpu: "EmulatedGPU", name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
+        if ring_size <= 0 or ring_size & (ring_size - 1):
+            raise QueueError(f"ring size {ring_size} is not a power of two")
+        self.gpu, self.name = gpu, name
+        self.ring_va, self.ring_size, self.rptr_va, self.wptr_va = ring_va, ring_size, rptr_va, wptr_va
+        self.ring = Stream(self, "ring", ring_va, ring_size, 0, 0)
+        self.stack: list[Stream] = [self.ring]
+        self.wait: Wait | None = None
+        self.fault = None  # errors.Fault once the queue stopped
+        self.destroyed = False
+        self.packets = 0  # executed, for statistics
+        self.current: tuple[Stream, int] | None = None  # packet being executed (for fault reports)
+        self.submitted = 0  # host-side write position in bytes, for submit()
+
+    # -- pointers ----------------------------------------------------------------------------------
+
+    @property
+    def rptr(self) -> int:
+        """Read pointer in queue units (unwrapped)."""
+        return self.ring.pos // self.ptr_unit
+
+    @property
+    def wptr(self) -> int:
+        return self.ring.end // self.ptr_unit
+
+    def doorbell(self, value: int) -> None:
+        """The doorbell carries the new write pointer (in queue units)."""
+        end = value * self.ptr_unit
+        if end < self.ring.pos or end - self.ring.pos > self.ring_size:
+            raise QueueError(f"queue {self.name}: doorbell value {value} is outside [rptr {self.rptr}, "
+                             f"rptr + ring size]: the ring would overflow or run backwards")
+        self.ring.end = end
+
+    def submit(self, data) -> None:
+        """Direct-API submission, as a runtime would: write the packets into the ring (wrapping), store
+        the new 64-bit write pointer to memory, then ring the doorbell with it."""
+        raw = _as_bytes(data)
+        if len(raw) % 4:
+            raise QueueError(f"queue {self.name}: submission of {len(raw)} bytes is not whole dwords")
+        pos = self.submitted
+        if pos + len(raw) - self.ring.pos > self.ring_size:
+            self.gpu.run()  # make room if the engine can consume
+            if pos + len(raw) - self.ring.pos > self.ring_size:
+                raise QueueError(f"queue {self.name}: ring full ({len(raw)} bytes do not fit; rptr {self.rptr}, "
+                                 f"wptr {self.wptr})")
+        start = pos % self.ring_size
+        first = min(len(raw), self.ring_size - start)
+        ctypes.memmove(self.ring_va + start, raw[:first], first)
+        if first < len(raw):
+            ctypes.memmove(self.ring_va, raw[first:], len(raw) - first)
+        self.submitted = pos + len(raw)
+        ctypes.c_uint64.from_address(self.wptr_va).value = self.submitted // self.ptr_unit
+        self.gpu.ring_doorbell(self, self.submitted // self.ptr_unit)
+
+    def write_back_rptr(self) -> None:
+        """Engines report their read pointer to memory; subclasses define the unit and width."""
+
+    # -- scheduling --------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self.fault is None and not self.destroyed
+
+    def has_work(self) -> bool:
+        return len(self.stack) > 1 or not self.ring.exhausted
+
+    def ready(self) -> bool:
+        """Could `advance` execute at least one packet now?"""
+        if not self.active:
+            return False
+        if self.wait is not None:
+            try:
+                return self.wait.satisfied()
+            except EngineError:
+                return True  # let advance() run into the error and record the fault
+        return self.has_work()
+
+    def advance(self, budget: int) -> int:
+        """Execute up to `budget` packets; stop early when blocked or out of work. Returns the count."""
+        done = 0
+        try:
+            while done < budget:
+                if self.wait is not None:
+                    if not self.wait.satisfied():
+                        break
+                    stream = self.stack[-1]
+                    stream.pos += self.wait.size
+                    self.wait = None
+                    done += 1
+                    continue
+                stream = self.stack[-1]
+                if stream.exhausted:
+                    if len(self.stack) == 1:
+                        break
+                    self.stack.pop()
+                    continue
+                self.current = (stream, stream.pos)
+                self.execute(stream)
+                self.current = None
+                done += 1
+        finally:
+            self.packets += done
+            if done:
+                self.write_back_rptr()
+        return done
+
+    def execute(self, stream: Stream) -> None:
+        raise NotImplementedError
+
+    # -- indirect buffers --------------------------------------------------------------------------
+
+    def push_ib(self, base: int, size_bytes: int) -> None:
+        if len(self.stack) > self.max_ib_depth:
+            raise DecodeError(f"indirect buffer nested deeper than {self.max_ib_depth} levels")
+        self.gpu.memory.check(base, size_bytes, "read")
+        self.stack.append(Stream(self, "ib", base, size_bytes, 0, size_bytes))
+
+    # -- reports -----------------------------------------------------------------------------------
+
+    def disassemble_at(self, stream: Stream, pos: int) -> tuple[int | None, str | None]:
+        """(header dword, one-line disassembly) of the packet at `pos`, as far as it can be read."""
+        raise NotImplementedError
+
+    def blocked_report(self) -> BlockedQueue | None:
+        if self.wait is None:
+            return None
+        try:
+            current = self.wait.read() & 0xFFFFFFFFFFFFFFFF
+        except EngineError:
+            current = None
+        return BlockedQueue(self.name, self.wait.packet, self.wait.address, self.wait.awaited(), current,
+                            self.wait.ring_offset)
+
+    def status(self) -> str:
+        state = "faulted" if self.fault else "destroyed" if self.destroyed else "waiting" if self.wait else \
+            "busy" if self.has_work() else "idle"
+        return f"{self.engine} queue {self.name}: {state}, rptr {self.rptr}, wptr {self.wptr}"

@@ -1,0 +1,55 @@
+"""The GPU generations hcqsim models, and what differs between them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # "gfx1100"
+    family: str  # "gfx11" (RDNA3) or "gfx9" (CDNA3)
+    gfx_target_version: int  # sysfs gfx_target_version
+    wave_size: int
+    sdma_version: tuple[int, int, int]
+    sdma_copy_count_bits: int  # width of COPY_LINEAR / CONST_FILL COUNT (bytes - 1)
+    rsrc3_reg: int  # absolute dword address of COMPUTE_PGM_RSRC3
+    # sysfs topology facts (HARDWARE_FACTS 2.5)
+    simd_count: int
+    array_count: int
+    simd_arrays_per_engine: int
+    cu_per_simd_array: int
+    simd_per_cu: int
+    max_waves_per_simd: int
+    device_id: int
+    num_xcc: int = 1
+    lds_size_in_kb: int = 64
+
+    @property
+    def is_gfx11(self) -> bool:
+        return self.family == "gfx11"
+
+    @property
+    def sdma_copy_max(self) -> int:
+        """Largest COPY_LINEAR / CONST_FILL in bytes that one packet can carry."""
+        return 1 << self.sdma_copy_count_bits
+
+    @property
+    def has_sdma_gcr(self) -> bool:
+        return self.sdma_version[0] >= 5
+
+
+TARGETS = {
+    "gfx1100": Target("gfx1100", "gfx11", 110000, 32, (6, 0, 0), 30, 0x2E28,
+                      simd_count=192, array_count=12, simd_arrays_per_engine=2, cu_per_simd_array=8,
+                      simd_per_cu=2, max_waves_per_simd=16, device_id=0x744C),
+    "gfx942": Target("gfx942", "gfx9", 90402, 64, (4, 4, 2), 22, 0x2E2D,
+                     simd_count=1216, array_count=32, simd_arrays_per_engine=1, cu_per_simd_array=10,
+                     simd_per_cu=4, max_waves_per_simd=8, device_id=0x74A1, num_xcc=8),
+}
+
+
+def get_target(name: str) -> Target:
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise ValueError(f"unknown target {name!r}; hcqsim models {sorted(TARGETS)}") from None
