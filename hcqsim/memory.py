@@ -112,24 +112,45 @@ class VaWindow:
     # -- allocation --------------------------------------------------------------------------------
 
     def allocate(self, size: int, align: int = PAGE_SIZE, at: int | None = None) -> int:
-        """Back `size` bytes (rounded to pages) with zeroed shared memory; return its address."""
+        """Reserve and back `size` bytes (rounded to pages) of zeroed shared memory; return the address."""
+        va = self.reserve(size, align, at)
+        self.back(va, size)
+        return va
+
+    def release(self, va: int) -> int:
+        """Undo `allocate`: the range returns to the window's free space; its contents are gone."""
+        size = self.unback(va)
+        self.unreserve(va, size)
+        return size
+
+    def reserve(self, size: int, align: int = PAGE_SIZE, at: int | None = None) -> int:
+        """Take a range out of the free space without backing it (still PROT_NONE)."""
         if size <= 0:
             raise ValueError(f"allocation size must be positive, got {size}")
         if align < PAGE_SIZE or align & (align - 1):
             raise ValueError(f"alignment must be a power of two >= {PAGE_SIZE}, got {align}")
         size = page_align(size)
-        va = self._take(size, align) if at is None else self._take_at(at, size)
+        return self._take(size, align) if at is None else self._take_at(at, size)
+
+    def unreserve(self, va: int, size: int) -> None:
+        self._give(va, page_align(size))
+
+    def back(self, va: int, size: int) -> None:
+        """Back a reserved range with zeroed, shared, read-write memory at the same address."""
+        size = page_align(size)
+        if not self.contains(va, size):
+            raise MemoryError_(f"range 0x{va:x}+{size:#x} is outside the window")
+        if any(v < va + size and va < v + n for v, n in self._backed.items()):
+            raise MemoryError_(f"range 0x{va:x}+{size:#x} overlaps memory already backed")
         _mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED)
         self._backed[va] = size
-        return va
 
-    def release(self, va: int) -> int:
-        """Return an allocation to the reserved (PROT_NONE) state; its contents are gone."""
+    def unback(self, va: int) -> int:
+        """Return a backed range to PROT_NONE (still reserved); returns its size."""
         size = self._backed.pop(va, None)
         if size is None:
             raise MemoryError_(f"0x{va:x} is not a live allocation of this window")
         _mmap(va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED)
-        self._give(va, size)
         return size
 
     def allocation_size(self, va: int) -> int | None:
