@@ -9,7 +9,7 @@ the next dword (a 64-bit address split over two dwords is `Field("addr", 2, 63, 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from .errors import DecodeError
@@ -25,6 +25,8 @@ class Field:
     default: int = 0
     strict: bool = False  # with enum: a value outside it is a reserved value -> DecodeError
     address: bool = False  # printed as an address (and canonicalised in traces)
+    hint: bool = False  # has no effect on what the emulator does (cache hints, header bits): not decoded on
+    #                     the execution fast path, still encoded, decoded and printed everywhere else
     doc: str = ""
 
     @property
@@ -64,35 +66,54 @@ class PacketFormat:
     payload: str | None = None
     payload_dw: int = 0
     doc: str = ""
-    _plan: list = field(default_factory=list, repr=False)
 
     def __post_init__(self):
         names = [f.name for f in self.fields]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.name}: duplicate field names")
-        self._plan = [(f.name, f.dw, f.lo, f.mask, f.hi > 31) for f in self.fields]
         self.by_name = {f.name: f for f in self.fields}
+        self._strict = [f for f in self.fields if f.strict and f.enum is not None]
+        self._min_dw = max((f.dw + (2 if f.hi > 31 else 1) for f in self.fields), default=1)
+        self._decode = self._compile_decoder(self.fields)
+        self._decode_fast = self._compile_decoder([f for f in self.fields if not f.hint or f in self._strict])
+
+    def _compile_decoder(self, fields):
+        """Generate a decoder from the table: one expression per field (decode is the engines' hot path)."""
+        items = []
+        for f in fields:
+            word = f"d[{f.dw}]" if f.hi <= 31 else f"(d[{f.dw}] | d[{f.dw + 1}] << 32)"
+            items.append(f"{f.name!r}: ({word} >> {f.lo}) & {f.mask:#x}")
+        if self.payload:
+            items.append(f"{self.payload!r}: list(d[{self.payload_dw}:])")
+        src = f"def decode(d):\n    return {{{', '.join(items)}}}\n"
+        scope: dict = {}
+        exec(compile(src, f"<decoder {self.name}>", "exec"), scope)
+        return scope["decode"]
 
     # -- decode ------------------------------------------------------------------------------------
 
     def decode(self, dws, *, check: bool = True) -> dict[str, int]:
         """Field values of one packet from its dwords (`dws[0]` is the header)."""
-        out: dict[str, int] = {}
-        n = len(dws)
-        for name, dw, lo, mask, wide in self._plan:
-            if dw >= n:
-                raise DecodeError(f"{self.name}: packet too short for field {name} (dword {dw})")
-            v = dws[dw]
-            if wide:
-                v |= (dws[dw + 1] if dw + 1 < n else 0) << 32
-            out[name] = (v >> lo) & mask
-        if self.payload:
-            out[self.payload] = list(dws[self.payload_dw:])
+        if len(dws) < self._min_dw:
+            missing = next(f for f in self.fields if f.dw + (2 if f.hi > 31 else 1) > len(dws))
+            raise DecodeError(f"{self.name}: packet too short for field {missing.name} (dword {missing.dw})")
+        out = self._decode(dws)
         if check:
-            for f in self.fields:
-                if f.strict and f.enum is not None and out[f.name] not in f.enum:
-                    raise DecodeError(f"{self.name}: reserved value {out[f.name]} in field {f.name}")
+            self._check(out)
         return out
+
+    def decode_fast(self, dws) -> dict[str, int]:
+        """What an engine needs to act: every field except hints, reserved values rejected."""
+        if len(dws) < self._min_dw:
+            return self.decode(dws)  # raises the descriptive error
+        out = self._decode_fast(dws)
+        self._check(out)
+        return out
+
+    def _check(self, out: dict[str, int]) -> None:
+        for f in self._strict:
+            if out[f.name] not in f.enum:
+                raise DecodeError(f"{self.name}: reserved value {out[f.name]} in field {f.name}")
 
     # -- encode ------------------------------------------------------------------------------------
 

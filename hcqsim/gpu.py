@@ -318,8 +318,9 @@ class EmulatedGPU:
         for handler in self.interrupt_handlers:
             handler(irq)
 
-    def trace_packet(self, queue: Queue, stream: Stream, pos: int, fmt, values: dict) -> None:
-        self.trace.append((self.clock, queue.name, "packet", (stream.label, stream.offset(pos), fmt, values)))
+    def trace_packet(self, queue: Queue, stream: Stream, pos: int, fmt, values: list[int]) -> None:
+        """Engines append (clock, queue, "packet", (stream, pos, fmt, dwords)) directly on their hot path."""
+        self.trace.append((self.clock, queue.name, "packet", (stream, pos, fmt, values)))
 
     def trace_write(self, queue: Queue, addr: int, size: int, value: int) -> None:
         self.trace.append((self.clock, queue.name, "write", (addr, size, value)))
@@ -337,8 +338,9 @@ class EmulatedGPU:
         t, q, kind, data = entry
         head = f"{t:>12} {q:<8} "
         if kind == "packet":
-            label, off, fmt, values = data
-            return head + f"{label}+0x{off:04x} {fmt.format(values, canon=self.canonical, skip=_HEADER_NOISE)}"
+            stream, pos, fmt, dws = data
+            values = fmt.decode(dws, check=False)
+            return head + f"{stream.label}+0x{stream.offset(pos):04x} {fmt.format(values, canon=self.canonical, skip=_HEADER_NOISE)}"
         if kind == "write":
             addr, size, value = data
             return head + f"write {size}B 0x{self.canonical(addr):x} <- 0x{value:x}"

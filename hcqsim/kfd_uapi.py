@@ -786,3 +786,51 @@ HSA_IOLINK_FLAGS_NON_COHERENT = 1 << 1
 HSA_IOLINK_FLAGS_NO_ATOMICS_32_BIT = 1 << 2
 HSA_IOLINK_FLAGS_NO_ATOMICS_64_BIT = 1 << 3
 HSA_IOLINK_FLAGS_NO_PEER_TO_PEER_DMA = 1 << 4
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Compute-queue buffer sizes the driver checks at CREATE_QUEUE (kfd_queue.c, facts 1.6): both the runtime,
+# which must allocate them, and the emulated driver, which validates them, compute them here.
+# --------------------------------------------------------------------------------------------------------------
+
+KFD_EOP_BUFFER_SIZE = 4096  # gfx9+
+
+
+@dataclass(frozen=True)
+class QueueBufferSizes:
+    ctl_stack_size: int
+    cwsr_size: int  # per-XCC context save area: what ctx_save_restore_size must at least be
+    debug_memory_size: int
+    num_xcc: int
+
+    @property
+    def cwsr_bo_size(self) -> int:
+        """Bytes the CWSR BO must span: (ctx save + debug area) per XCC, page aligned."""
+        return _align((self.cwsr_size + self.debug_memory_size) * self.num_xcc, 4096)
+
+
+def _align(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+def queue_buffer_sizes(props: dict[str, int]) -> QueueBufferSizes:
+    """kfd_queue_ctx_save_restore_size() from a GPU node's sysfs properties."""
+    ver = props["gfx_target_version"]
+    num_xcc = max(props.get("num_xcc", 1), 1)
+    cu_num = props["simd_count"] // props["simd_per_cu"] // num_xcc
+    if ver < 100100:
+        wave_num = min(cu_num * 40, props["array_count"] // props["simd_arrays_per_engine"] * 512)
+    else:
+        wave_num = cu_num * 32
+    if ver in (90010, 90402, 90500):  # gfx90a, gfx942, gfx950: unified VGPR+AGPR file
+        vgpr = 0x80000
+    elif ver in (110000, 110001, 120000, 120001):  # gfx1100, gfx1101, gfx1200, gfx1201
+        vgpr = 0x60000
+    else:
+        vgpr = 0x40000
+    lds = props["lds_size_in_kb"] * 1024 if ver == 90500 else 0x10000
+    wg_data = _align(cu_num * (vgpr + 0x4000 + lds + 0x1000), 4096)
+    ctl_stack = _align(40 + wave_num * (12 if ver >= 100100 else 8) + 8, 4096)
+    if 100100 <= ver < 110000:
+        ctl_stack = min(ctl_stack, 0x7000)
+    return QueueBufferSizes(ctl_stack, ctl_stack + wg_data, _align(wave_num * 32, 64), num_xcc)

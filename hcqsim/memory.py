@@ -207,7 +207,7 @@ class VaWindow:
 KINDS = ("vram", "gtt", "userptr", "doorbell", "mmio")
 
 
-@dataclass
+@dataclass(eq=False)
 class Mapping:
     start: int
     end: int
@@ -216,6 +216,12 @@ class Mapping:
     writable: bool = True
     executable: bool = False
     name: str = ""
+
+    def __post_init__(self):
+        # dword and qword views of the host memory behind the mapping: aligned scalar accesses index
+        # these (much cheaper than a ctypes object per access)
+        raw = memoryview((ctypes.c_char * (self.end - self.start)).from_address(self.start)).cast("B")
+        self.u32, self.u64 = raw.cast("I"), raw.cast("Q")
 
     @property
     def size(self) -> int:
@@ -309,20 +315,41 @@ class AddressSpace:
         self.check(addr, len(data), "write")
         ctypes.memmove(addr, bytes(data), len(data))
 
+    def _scalar(self, addr: int, size: int, attr: str) -> Mapping | None:
+        """The mapping to index for an aligned access that it fully permits, else None (slow path)."""
+        m = self._last
+        if m is not None and m.start <= addr and addr + size <= m.end and not addr & (size - 1) and getattr(m, attr):
+            return m
+        return None
+
     def read_u32(self, addr: int) -> int:
+        m = self._scalar(addr, 4, "readable")
+        if m is not None:
+            return m.u32[(addr - m.start) >> 2]
         self.check(addr, 4, "read")
         return ctypes.c_uint32.from_address(addr).value
 
     def read_u64(self, addr: int) -> int:
+        m = self._scalar(addr, 8, "readable")
+        if m is not None:
+            return m.u64[(addr - m.start) >> 3]
         self.check(addr, 8, "read")
         return ctypes.c_uint64.from_address(addr).value
 
     def write_u32(self, addr: int, value: int) -> None:
+        m = self._scalar(addr, 4, "writable")
+        if m is not None:
+            m.u32[(addr - m.start) >> 2] = value & 0xFFFFFFFF
+            return
         self.check(addr, 4, "write")
         ctypes.c_uint32.from_address(addr).value = value & 0xFFFFFFFF
 
     def write_u64(self, addr: int, value: int) -> None:
         """One 8-byte store (as a 64-bit signal write lands on hardware)."""
+        m = self._scalar(addr, 8, "writable")
+        if m is not None:
+            m.u64[(addr - m.start) >> 3] = value & 0xFFFFFFFFFFFFFFFF
+            return
         self.check(addr, 8, "write")
         ctypes.c_uint64.from_address(addr).value = value & 0xFFFFFFFFFFFFFFFF
 

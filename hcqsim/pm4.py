@@ -11,6 +11,9 @@ end-of-pipe RELEASE_MEM writes as soon as the CP reaches it (all earlier work ha
 """
 from __future__ import annotations
 
+from array import array
+from dataclasses import replace
+
 from .atomics import OP_NAMES as ATOMIC_OP_NAMES
 from .atomics import apply as apply_atomic
 from .atomics import decode_op as decode_atomic
@@ -80,8 +83,20 @@ GCR_CNTL_FIELDS = (  # ACQUIRE_MEM dw7 on gfx11; SDMA GCR_REQ carries the same 1
     ("gl2_discard", 13, 13), ("gl2_inv", 14, 14), ("gl2_wb", 15, 15), ("seq", 17, 16), ("range_is_pa", 18, 18))
 
 
+# Fields with no effect in the emulator (memory is coherent, the CP does not poll on a timer, one VMID):
+# decoded for disassembly and traces, skipped on the execution fast path.
+HINTS = {"type", "count", "opcode", "shader_type", "predicate", "cache_policy", "src_cache_policy",
+         "dst_cache_policy", "wr_confirm", "engine_sel", "poll_interval", "optimize_ace_offload_mode",
+         "offload_polling", "vmid", "offload_enable", "vmid_shift", "execute", "pq_exe_status", "loop_interval",
+         "engine", "cp_sync", "raw_wait", "dis_wc", "coher_size", "coher_size_hi", "coher_base", "coher_base_hi",
+         "gcr_seq", "glm_wb", "glm_inv", "glv_inv", "gl1_inv", "gl2_us", "gl2_range", "gl2_discard", "gl2_inv",
+         "gl2_wb", "gli_inv", "gl1_range", "glk_wb", "glk_inv", "seq", "range_is_pa"}
+
+
 def _fmt(name: str, fields: tuple, size: int | None = None, **kw) -> PacketFormat:
-    return PacketFormat(name, OP[name], HEADER + tuple(fields), size=size, **kw)
+    fields = tuple(replace(f, hint=True) if f.name in HINTS or f.name.endswith("_action_ena") else f
+                   for f in HEADER + tuple(fields))
+    return PacketFormat(name, OP[name], fields, size=size, **kw)
 
 
 def _addr(name: str, dw: int) -> object:
@@ -350,12 +365,13 @@ class ComputeQueue(Queue):
 
     def execute(self, stream: Stream) -> None:
         pos = stream.pos
-        hdr = stream.dwords(pos, 1)[0]
+        hdr = stream.dword(pos)
         if hdr >> 30 != TYPE3:
             kind = {0: "type-0 (register write; privileged)", 1: "type-1 (reserved)", 2: "type-2 (legacy filler)"}
             raise DecodeError(f"{kind[hdr >> 30]} packet 0x{hdr:08x} is not accepted on a user compute queue")
         op = (hdr >> 8) & 0xFF
-        n = packet_size(hdr)
+        count = (hdr >> 16) & COUNT_MAX
+        n = 1 if op == 0x10 and count == NOP_ONE_DWORD else count + 2
         fmt = self.fmts.get(op)
         if fmt is None:
             if op in OPCODES:
@@ -364,11 +380,12 @@ class ComputeQueue(Queue):
         if fmt.size is not None and n != fmt.size:
             raise DecodeError(f"{fmt.name}: header count {n - 2} makes {n} dwords, the packet is {fmt.size}")
         dws = stream.dwords(pos, n)
-        values = fmt.decode(dws)
+        values = fmt.decode_fast(dws)
         if hdr & 1:
             raise UnsupportedError(f"{fmt.name}: predicated packets (SET_PREDICATION state) are not emulated")
-        self.gpu.trace_packet(self, stream, pos, fmt, values)
-        self.gpu.tick(self.gpu.cost.packet)
+        gpu = self.gpu
+        gpu.trace.append((gpu.clock, self.name, "packet", (stream, pos, fmt, dws)))
+        gpu.clock += gpu.cost.packet
         stream.pos = pos + 4 * n
         self._handlers[op](stream, pos, values)
 
@@ -390,7 +407,7 @@ class ComputeQueue(Queue):
             raise UnsupportedError(f"WRITE_DATA DST_SEL {WRITE_DATA_DST[sel]} is not emulated")
         addr = v["dst_addr"] & ~3  # the address field is [31:2]: low bits ignored
         mem = self.gpu.memory
-        if v["wr_one_addr"]:
+        if len(data) == 1 or v["wr_one_addr"]:
             for d in data:
                 mem.write_u32(addr, d)
             self.gpu.trace_write(self, addr, 4, data[-1])
@@ -629,8 +646,7 @@ class ComputeQueue(Queue):
 
 
 def _pack(data: list[int]) -> bytes:
-    import struct
-    return struct.pack(f"<{len(data)}I", *(d & 0xFFFFFFFF for d in data))
+    return array("I", data).tobytes()
 
 
 def _join(data: list[int]) -> int:

@@ -11,7 +11,7 @@ fault record that stops this queue only.
 from __future__ import annotations
 
 import ctypes
-import struct
+from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -39,7 +39,10 @@ def _as_bytes(data) -> bytes:
         return bytes(data)
     if hasattr(data, "tobytes"):
         return data.tobytes()
-    return struct.pack(f"<{len(data)}I", *(d & 0xFFFFFFFF for d in data))
+    try:
+        return array("I", data).tobytes()
+    except OverflowError:
+        return array("I", (d & 0xFFFFFFFF for d in data)).tobytes()
 
 
 class Stream:
@@ -86,6 +89,12 @@ class Stream:
             self._load(pos)
         i = (pos - self._buf_pos) >> 2
         return self._buf[i:i + n]
+
+    def dword(self, pos: int) -> int:
+        """The dword at byte position `pos` (the header fetch: cached fast path)."""
+        if self._buf_pos <= pos and pos + 4 <= self._buf_end:
+            return self._buf[(pos - self._buf_pos) >> 2]
+        return self.dwords(pos, 1)[0]
 
     def _load(self, pos: int) -> None:
         mem = self.queue.gpu.memory
@@ -143,7 +152,7 @@ class Queue:
         self.fault = None  # errors.Fault once the queue stopped
         self.destroyed = False
         self.packets = 0  # executed, for statistics
-        self.current: tuple[Stream, int] | None = None  # packet being executed (for fault reports)
+        self.current: tuple[Stream, int] | None = None  # where the last error happened (for fault reports)
         self.submitted = 0  # host-side write position in bytes, for submit()
 
     # -- pointers ----------------------------------------------------------------------------------
@@ -212,26 +221,29 @@ class Queue:
     def advance(self, budget: int) -> int:
         """Execute up to `budget` packets; stop early when blocked or out of work. Returns the count."""
         done = 0
+        stack = self.stack
+        stream, pos = stack[-1], stack[-1].pos
         try:
             while done < budget:
+                stream = stack[-1]
+                pos = stream.pos
                 if self.wait is not None:
                     if not self.wait.satisfied():
                         break
-                    stream = self.stack[-1]
                     stream.pos += self.wait.size
                     self.wait = None
                     done += 1
                     continue
-                stream = self.stack[-1]
-                if stream.exhausted:
-                    if len(self.stack) == 1:
+                if pos >= stream.end:
+                    if len(stack) == 1:
                         break
-                    self.stack.pop()
+                    stack.pop()
                     continue
-                self.current = (stream, stream.pos)
                 self.execute(stream)
-                self.current = None
                 done += 1
+        except EngineError:
+            self.current = (stream, pos)  # where the fault report points
+            raise
         finally:
             self.packets += done
             if done:

@@ -1,0 +1,419 @@
+"""Devices: KFD bring-up, memory, events, hardware queues, waits, the timeline and staged copies.
+
+All of it goes through an `OSBoundary` and GPU-visible memory. The bring-up follows HARDWARE_FACTS 1.7:
+open /dev/kfd, read the topology, open the render node, GET_VERSION, ACQUIRE_VM, RUNTIME_ENABLE, the
+event page and events, then queues on demand.
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import kfd_uapi as K
+from ..errors import DeadlockError, DeviceFault, DeviceTimeout, HcqsimError
+from .boundary import KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, \
+    PROT_READ, PROT_WRITE, OSBoundary
+from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, chunks
+from .signal import SIGNAL_SIZE, Signal
+from .topology import GpuNode, gpu_nodes
+
+PAGE = 4096
+EVENT_PAGE_SIZE = K.KFD_SIGNAL_EVENT_PAGE_SIZE
+BASE_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | K.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE | \
+    K.KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE
+UNCACHED_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_GTT | K.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | \
+    K.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED
+STAGING_CHUNK = 16 << 20
+WAIT_SLICE_MS = 100
+
+
+def _page_align(n: int) -> int:
+    return (n + PAGE - 1) & ~(PAGE - 1)
+
+
+class KFDProcess:
+    """This process's /dev/kfd on one OS boundary: version, topology, the event page, process-wide state."""
+
+    def __init__(self, os_: OSBoundary):
+        self.os = os_
+        self.fd = os_.open(KFD_PATH)
+        ver = K.GetVersionArgs()
+        os_.ioctl(self.fd, K.AMDKFD_IOC_GET_VERSION, ver)
+        self.version = (ver.major_version, ver.minor_version)
+        self.nodes: list[GpuNode] = gpu_nodes(os_)
+        self.runtime_enabled = False
+        self.event_page: Buffer | None = None
+        self.devices: dict[int, Device] = {}
+
+    def ioctl(self, request: int, args: ctypes.Structure) -> ctypes.Structure:
+        self.os.ioctl(self.fd, request, args)
+        return args
+
+    def create_event(self, event_type: int, auto_reset: int, page_handle: int = 0) -> K.CreateEventArgs:
+        return self.ioctl(K.AMDKFD_IOC_CREATE_EVENT, K.CreateEventArgs(event_page_offset=page_handle,
+                                                                      event_type=event_type, auto_reset=auto_reset))
+
+    def close(self) -> None:
+        self.os.close(self.fd)
+
+
+@dataclass
+class Buffer:
+    """Device memory: `va` (the same address on CPU and GPU), `size`, and `view` (numpy uint8) when the CPU
+    can see it."""
+
+    device: "Device"
+    va: int
+    size: int
+    alloc_size: int
+    flags: int
+    handle: int
+    mmap_offset: int
+    view: np.ndarray | None
+    mapped_on: set
+
+    @property
+    def host_visible(self) -> bool:
+        return self.view is not None
+
+    def __repr__(self) -> str:
+        return f"Buffer(0x{self.va:x}, {self.size} B, {K.describe_alloc_flags(self.flags)})"
+
+
+class Device:
+    """One GPU through KFD. Use `open_device(spec)` to get one."""
+
+    def __init__(self, process: KFDProcess, index: int, *, owner=None):
+        if not 0 <= index < len(process.nodes):
+            raise ValueError(f"GPU index {index} out of range: the topology has {len(process.nodes)} GPU(s)")
+        self.process, self.os, self.index = process, process.os, index
+        self.node = process.nodes[index]
+        self.gpu_id, self.target, self.family = self.node.gpu_id, self.node.target, self.node.family
+        self.sdma_version = "sdma6" if self.family == "gfx11" else "sdma4"
+        self.copy_max_bytes = SDMA_COPY_MAX
+        self._owner = owner  # keeps an emulated system alive as long as its devices
+        self._closed = False
+        self._free_cache: OrderedDict[tuple[int, int], list[Buffer]] = OrderedDict()
+        self._cached_bytes, self.cache_limit = 0, 256 << 20
+        self._buffers: dict[int, Buffer] = {}
+        self._rings: dict[str, HardwareRing] = {}
+        self._doorbell_base: int | None = None
+        self._signal_pages: list[Buffer] = []
+        self._free_signals: list[int] = []
+        self.faults: list[str] = []
+        self._bring_up()
+        self.timeline_wrap = 1 << 32
+        self.timeline_signal, self._shadow_signal = self.new_signal(0), self.new_signal(0)
+        self.timeline_value = 1  # the value the next timeline submission signals
+        self._staging: list[Buffer] = []
+
+    # -- bring-up ----------------------------------------------------------------------------------
+
+    def _bring_up(self) -> None:
+        p = self.process
+        self.drm_fd = self.os.open(self.node.render_path)
+        p.ioctl(K.AMDKFD_IOC_ACQUIRE_VM, K.AcquireVmArgs(drm_fd=self.drm_fd, gpu_id=self.gpu_id))
+        if not p.runtime_enabled and p.version >= (1, 14):
+            p.ioctl(K.AMDKFD_IOC_RUNTIME_ENABLE, K.RuntimeEnableArgs(r_debug=0, mode_mask=0))
+            p.runtime_enabled = True
+        if p.event_page is None:  # the process's event page lives in GTT of the first device opened
+            p.event_page = self._alloc(EVENT_PAGE_SIZE, UNCACHED_FLAGS | BASE_FLAGS)
+            first = p.create_event(K.KFD_IOC_EVENT_SIGNAL, 1, p.event_page.handle)
+        else:
+            first = p.create_event(K.KFD_IOC_EVENT_SIGNAL, 1)
+        self.completion_event = first.event_id
+        self._completion_slot = p.event_page.va + 8 * first.event_slot_index
+        self.memory_event = p.create_event(K.KFD_IOC_EVENT_MEMORY, 1).event_id
+        self.hw_event = p.create_event(K.KFD_IOC_EVENT_HW_EXCEPTION, 1).event_id
+        p.devices[self.gpu_id] = self
+        mmio = self._alloc(PAGE, K.KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP | K.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE,
+                           cpu_map=False)
+        self.hdp_flush_addr = self.os.mmap(0, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, p.fd, mmio.mmap_offset)
+        self._mmio = mmio
+
+    def completion_slot(self) -> tuple[int, int]:
+        """(event-page slot address, event id) that GPU commands write and interrupt with to wake waiters."""
+        return self._completion_slot, self.completion_event
+
+    # -- memory ------------------------------------------------------------------------------------
+
+    def _alloc(self, size: int, flags: int, *, cpu_map: bool = True) -> Buffer:
+        alloc_size = _page_align(max(size, 1))
+        va = self.os.mmap(0, alloc_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        args = K.AllocMemoryOfGpuArgs(va_addr=va, size=alloc_size, gpu_id=self.gpu_id, flags=flags)
+        try:
+            self.process.ioctl(K.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
+        except OSError:
+            self.os.munmap(va, alloc_size)
+            raise
+        buf = Buffer(self, va, size, alloc_size, flags, args.handle, args.mmap_offset, None, set())
+        self._map(buf, [self.gpu_id])
+        if cpu_map:
+            self.os.mmap(va, alloc_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, self.drm_fd, args.mmap_offset)
+            buf.view = np.frombuffer((ctypes.c_uint8 * size).from_address(va), dtype=np.uint8)
+        self._buffers[va] = buf
+        return buf
+
+    def _map(self, buf: Buffer, gpu_ids: list[int]) -> None:
+        ids = (ctypes.c_uint32 * len(gpu_ids))(*gpu_ids)
+        self.process.ioctl(K.AMDKFD_IOC_MAP_MEMORY_TO_GPU, K.MapMemoryToGpuArgs(
+            handle=buf.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=len(gpu_ids)))
+        buf.mapped_on.update(gpu_ids)
+
+    def alloc(self, nbytes: int, *, host_visible: bool = True, uncached: bool = False) -> Buffer:
+        """Device memory (VRAM, +PUBLIC when `host_visible`) or, `uncached`, coherent system memory (GTT).
+        Freed buffers of the same size and kind are reused (LRU)."""
+        self._check_faults()
+        if nbytes <= 0:
+            raise ValueError(f"allocation size must be positive, got {nbytes}")
+        if uncached:
+            flags = UNCACHED_FLAGS | BASE_FLAGS
+        else:
+            flags = K.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | BASE_FLAGS | (K.KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC if host_visible
+                                                                  else 0)
+        key = (_page_align(nbytes), flags)
+        cached = self._free_cache.get(key)
+        if cached:
+            buf = cached.pop()
+            if not cached:
+                del self._free_cache[key]
+            self._cached_bytes -= buf.alloc_size
+            buf.size = nbytes
+            if buf.view is not None:
+                buf.view = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(buf.va), dtype=np.uint8)
+            self._buffers[buf.va] = buf
+            return buf
+        return self._alloc(nbytes, flags, cpu_map=uncached or host_visible)
+
+    def free(self, buf: Buffer) -> None:
+        """Return a buffer: it is kept for reuse (LRU) up to `cache_limit` bytes, then released."""
+        if self._buffers.pop(buf.va, None) is None:
+            raise ValueError(f"{buf} is not a live allocation of this device (double free?)")
+        key = (buf.alloc_size, buf.flags)
+        self._free_cache.setdefault(key, []).append(buf)
+        self._free_cache.move_to_end(key)
+        self._cached_bytes += buf.alloc_size
+        while self._cached_bytes > self.cache_limit:
+            _, bufs = self._free_cache.popitem(last=False)
+            for old in bufs:
+                self._cached_bytes -= old.alloc_size
+                self._release(old)
+
+    def _release(self, buf: Buffer) -> None:
+        self.process.ioctl(K.AMDKFD_IOC_FREE_MEMORY_OF_GPU, K.FreeMemoryOfGpuArgs(handle=buf.handle))
+        self.os.munmap(buf.va, buf.alloc_size)
+        buf.view = None
+
+    def map_to(self, buf: Buffer, other: "Device") -> None:
+        """Peer-map `buf` into another device's GPU address space (same VA)."""
+        if other.gpu_id not in buf.mapped_on:
+            buf.device._map(buf, [other.gpu_id])
+
+    # -- signals -----------------------------------------------------------------------------------
+
+    def new_signal(self, value: int = 0) -> Signal:
+        self._check_faults()
+        if not self._free_signals:
+            page = self._alloc(PAGE, UNCACHED_FLAGS | BASE_FLAGS)
+            self._signal_pages.append(page)
+            self._free_signals = [page.va + off for off in range(PAGE - SIGNAL_SIZE, -1, -SIGNAL_SIZE)]
+        return Signal(self, self._free_signals.pop(), value)
+
+    def free_signal(self, signal: Signal) -> None:
+        self._free_signals.append(signal.va)
+
+    def next_timeline(self) -> tuple[Signal, int]:
+        """(signal, value) for the next submission on the device timeline. Before the 32-bit value would
+        wrap, everything is synchronised and the shadow signal takes over from 0."""
+        if self.timeline_value >= self.timeline_wrap:
+            self.synchronize()
+            self.timeline_signal, self._shadow_signal = self._shadow_signal, self.timeline_signal
+            self.timeline_signal.value = 0
+            self.timeline_value = 1
+        value = self.timeline_value
+        self.timeline_value += 1
+        return self.timeline_signal, value
+
+    # -- queues ------------------------------------------------------------------------------------
+
+    def compute_queue(self) -> ComputeQueue:
+        return ComputeQueue(self)
+
+    def copy_queue(self) -> CopyQueue:
+        return CopyQueue(self)
+
+    def submit_packets(self, engine: str, packets: list[list[int]]) -> None:
+        self._check_faults()
+        ring = self._rings.get(engine) or self._create_ring(engine)
+        ctypes.c_uint32.from_address(self.hdp_flush_addr).value = 0  # flush CPU writes to VRAM (HDP) first
+        ring.submit(packets)
+
+    def _create_ring(self, engine: str, ring_size: int = 1 << 16) -> HardwareRing:
+        ring = self._alloc(ring_size, UNCACHED_FLAGS | BASE_FLAGS)
+        ptrs = self._alloc(PAGE, UNCACHED_FLAGS | BASE_FLAGS)  # rptr at +0, wptr at +8, both u64
+        args = K.CreateQueueArgs(ring_base_address=ring.va, write_pointer_address=ptrs.va + 8,
+                                 read_pointer_address=ptrs.va, ring_size=ring_size, gpu_id=self.gpu_id,
+                                 queue_percentage=K.KFD_MAX_QUEUE_PERCENTAGE, queue_priority=7)
+        if engine == "compute":
+            sizes = K.queue_buffer_sizes(self.node.props)
+            eop = self._alloc(K.KFD_EOP_BUFFER_SIZE, K.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | BASE_FLAGS, cpu_map=False)
+            cwsr = self._alloc(sizes.cwsr_bo_size, K.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | BASE_FLAGS, cpu_map=False)
+            args.queue_type = K.KFD_IOC_QUEUE_TYPE_COMPUTE
+            args.eop_buffer_address, args.eop_buffer_size = eop.va, K.KFD_EOP_BUFFER_SIZE
+            args.ctx_save_restore_address, args.ctx_save_restore_size = cwsr.va, sizes.cwsr_size
+            args.ctl_stack_size = sizes.ctl_stack_size
+        else:
+            args.queue_type = K.KFD_IOC_QUEUE_TYPE_SDMA
+        self.process.ioctl(K.AMDKFD_IOC_CREATE_QUEUE, args)
+        doorbell = self._doorbell(args.doorbell_offset)
+        self._rings[engine] = HardwareRing(self, engine, args.queue_id, ring.va, ring_size, ptrs.va + 8, ptrs.va,
+                                           doorbell, self.new_signal(0))
+        return self._rings[engine]
+
+    def _doorbell(self, doorbell_offset: int) -> int:
+        """Map the doorbell slice once; a queue's doorbell is at its offset inside it."""
+        slice_size = 8192
+        if self._doorbell_base is None:
+            self._doorbell_base = self.os.mmap(0, slice_size, PROT_READ | PROT_WRITE, MAP_SHARED, self.process.fd,
+                                               doorbell_offset & ~(slice_size - 1))
+        return self._doorbell_base + (doorbell_offset & (slice_size - 1))
+
+    # -- waiting -----------------------------------------------------------------------------------
+
+    def wait_signal(self, signal: Signal, value: int, timeout_ms: int = 30_000) -> None:
+        self.wait_value(signal, value, f"signal 0x{signal.va:x} >= {value}", timeout_ms)
+
+    def wait_value(self, signal: Signal, value: int, what: str, timeout_ms: int = 30_000) -> None:
+        """Poll the signal, then sleep on KFD events; faults surface as DeviceFault, an emulated machine
+        that can no longer progress as DeadlockError, real hardware running out of time as DeviceTimeout."""
+        done = lambda: (signal.value & 0xFFFFFFFF) >= value
+        deadline = time.monotonic() + timeout_ms / 1000
+        for _ in range(64):  # a short poll: most waits on a running GPU end here
+            if done():
+                return self._check_faults()
+        while True:
+            self._check_faults()
+            if done():
+                return
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                raise DeviceTimeout(f"timed out after {timeout_ms} ms waiting for {what} (current "
+                                    f"{signal.value}) on GPU {self.gpu_id}:\n  "
+                                    + "\n  ".join(r.describe_state() for r in self._rings.values()))
+            try:
+                self._wait_events([self.completion_event, self.memory_event, self.hw_event], min(left_ms,
+                                                                                                  WAIT_SLICE_MS))
+            except DeadlockError as e:
+                self._check_faults()
+                if done():
+                    return
+                raise DeadlockError(f"{what} on GPU {self.gpu_id} (current {signal.value & 0xFFFFFFFF})",
+                                    e.blocked) from None
+
+    def _wait_events(self, event_ids: list[int], timeout_ms: int) -> tuple[int, ctypes.Array]:
+        data = (K.EventData * len(event_ids))()
+        for d, eid in zip(data, event_ids):
+            d.event_id = eid
+        args = K.WaitEventsArgs(events_ptr=ctypes.addressof(data), num_events=len(event_ids), wait_for_all=0,
+                                timeout=timeout_ms)
+        self.process.ioctl(K.AMDKFD_IOC_WAIT_EVENTS, args)
+        return args.wait_result, data
+
+    def _check_faults(self) -> None:
+        """Raise DeviceFault if a memory or hardware exception was reported since the last call."""
+        if self._closed:
+            raise HcqsimError(f"device {self.gpu_id} is closed")
+        result, data = self._wait_events([self.memory_event, self.hw_event], 0)
+        if result != K.KFD_IOC_WAIT_RESULT_COMPLETE:
+            return
+        new = []
+        mem = data[0].memory_exception_data
+        if mem.gpu_id:
+            flags = [n for n in ("NotPresent", "ReadOnly", "NoExecute") if getattr(mem.failure, n)]
+            new.append(f"GPU {mem.gpu_id} memory exception at VA 0x{mem.va:x} ({', '.join(flags) or 'fault'})")
+        hw = data[1].hw_exception_data
+        if hw.gpu_id:
+            new.append(f"GPU {hw.gpu_id} hardware exception (reset type {hw.reset_type}, cause {hw.reset_cause})")
+        new += self.os.fault_details(self.gpu_id)
+        if not new:
+            new.append(f"GPU {self.gpu_id} reported an exception event")
+        self.faults += new
+        raise DeviceFault(new)
+
+    def synchronize(self, timeout_ms: int = 30_000) -> None:
+        """Wait until every timeline submission so far has completed."""
+        if self.timeline_value > 1:
+            self.wait_value(self.timeline_signal, self.timeline_value - 1, f"device timeline {self.timeline_value - 1}",
+                            timeout_ms)
+
+    # -- staged copies -----------------------------------------------------------------------------
+
+    def _staging_buffers(self) -> list[Buffer]:
+        if not self._staging:
+            self._staging = [self._alloc(STAGING_CHUNK, UNCACHED_FLAGS | BASE_FLAGS) for _ in range(2)]
+        return self._staging
+
+    def copyin(self, buf: Buffer, data, offset: int = 0) -> None:
+        """Host bytes -> device buffer, through host staging buffers and the copy queue, in chunks."""
+        src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+        if offset + len(src) > buf.size:
+            raise ValueError(f"copyin of {len(src)} bytes at offset {offset} overflows {buf}")
+        stages = self._staging_buffers()
+        inflight: list[tuple[Signal, int] | None] = [None, None]
+        for i, (off, n) in enumerate(chunks(len(src), STAGING_CHUNK)):
+            k = i % 2
+            if inflight[k]:
+                self.wait_value(*inflight[k], "staging buffer free")
+            stages[k].view[:n] = src[off:off + n]
+            sig, value = self.next_timeline()
+            self.copy_queue().copy(buf.va + offset + off, stages[k].va, n).signal(sig, value).submit()
+            inflight[k] = (sig, value)
+        self.synchronize()
+
+    def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> bytes:
+        """Device buffer -> host bytes, through the staging buffers and the copy queue."""
+        nbytes = buf.size - offset if nbytes is None else nbytes
+        if offset + nbytes > buf.size:
+            raise ValueError(f"copyout of {nbytes} bytes at offset {offset} overflows {buf}")
+        out = bytearray(nbytes)
+        dst = np.frombuffer(out, dtype=np.uint8)
+        stage = self._staging_buffers()[0]
+        for off, n in chunks(nbytes, STAGING_CHUNK):
+            sig, value = self.next_timeline()
+            self.copy_queue().copy(stage.va, buf.va + offset + off, n).signal(sig, value).submit()
+            self.wait_value(sig, value, "copyout chunk")
+            dst[off:off + n] = stage.view[:n]
+        return bytes(out)
+
+    def transfer(self, dst: Buffer, src: Buffer, nbytes: int) -> tuple[Signal, int]:
+        """Copy between devices with this device's SDMA engine (dst is peer-mapped here first).
+        Returns the timeline (signal, value) that marks completion."""
+        if nbytes > min(dst.size, src.size):
+            raise ValueError(f"transfer of {nbytes} bytes overflows {src} or {dst}")
+        self.map_to(dst, self)
+        self.map_to(src, self)
+        sig, value = self.next_timeline()
+        self.copy_queue().copy(dst, src, nbytes).signal(sig, value).submit()
+        return sig, value
+
+    # -- lifetime ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        for ring in self._rings.values():
+            try:
+                self.process.ioctl(K.AMDKFD_IOC_DESTROY_QUEUE, K.DestroyQueueArgs(queue_id=ring.queue_id))
+            except OSError:
+                pass
+        self._rings.clear()
+        self._closed = True
+        if self._owner is not None and hasattr(self._owner, "device_closed"):
+            self._owner.device_closed(self)
+
+    def __repr__(self) -> str:
+        return f"Device({self.target}, gpu_id={self.gpu_id}, {'emulated' if self.os.emulated else 'hardware'})"

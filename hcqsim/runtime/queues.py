@@ -1,0 +1,256 @@
+"""Command queues: builders of PM4 (compute) and SDMA (copy) command lists, and the hardware rings
+they are submitted to.
+
+A `ComputeQueue` / `CopyQueue` collects packets (built with the packet tables of `hcqsim.pm4` and
+`hcqsim.sdma`) through chainable calls; `submit(device)` writes them into that device's ring for the
+engine, stores the write pointer and rings the doorbell, all through the OS boundary and memory.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+from collections import deque
+from typing import TYPE_CHECKING, Union
+
+from .. import pm4, sdma
+from ..errors import QueueError
+from .signal import Signal
+
+if TYPE_CHECKING:
+    from .device import Buffer, Device
+
+Address = Union["Buffer", int]
+
+PM4_DMA_MAX = (1 << 26) - 1  # DMA_DATA BYTE_COUNT is 26 bits
+SDMA_COPY_MAX = 1 << 22  # 4 MiB: always legal on every SDMA generation (HARDWARE_FACTS 5.2)
+SIGNAL_VALUE_LIMIT = 1 << 32  # the GPU writes and compares 32-bit signal values
+
+
+def _va(x: Address) -> int:
+    return x if isinstance(x, int) else x.va
+
+
+def _check_value(value: int) -> int:
+    if not 0 <= value < SIGNAL_VALUE_LIMIT:
+        raise ValueError(f"signal value {value} is outside the 32 bits the GPU writes and compares")
+    return value
+
+
+def chunks(total: int, limit: int):
+    off = 0
+    while off < total:
+        n = min(limit, total - off)
+        yield off, n
+        off += n
+
+
+class HWQueue:
+    """A list of packets for one engine, built by chainable calls."""
+
+    engine = ""
+
+    def __init__(self, device: "Device"):
+        self.device = device
+        self.packets: list[list[int]] = []
+
+    def _add(self, dws: list[int]) -> "HWQueue":
+        self.packets.append(dws)
+        return self
+
+    def submit(self, device: "Device | None" = None) -> None:
+        (device or self.device).submit_packets(self.engine, self.packets)
+
+    def disassemble(self) -> str:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.packets)
+
+
+class ComputeQueue(HWQueue):
+    """PM4 packets for a compute (MEC) queue."""
+
+    engine = "compute"
+
+    @property
+    def _family(self) -> str:
+        return self.device.family
+
+    def _release(self, addr: int, data: int, data_sel: int, int_sel: int = 0, ctxid: int = 0) -> list[int]:
+        # End-of-pipe release with write-back so the CPU and other engines see prior writes (facts 6.2).
+        if self._family == "gfx11":
+            cache = dict(gcr_seq=1, gl2_wb=1, gl2_inv=1, gl1_inv=1, glv_inv=1, glm_wb=1, glm_inv=1, cache_policy=3)
+        else:
+            cache = dict(tc_wb_action_ena=1, tc_nc_action_ena=1)
+        return pm4.release_mem(addr, data, data_sel=data_sel, int_sel=int_sel, ctxid=ctxid, family=self._family,
+                               **cache)
+
+    def wait(self, signal: Signal, value: int) -> "ComputeQueue":
+        return self._add(pm4.wait_reg_mem(signal.value_addr, _check_value(value), function=5))
+
+    def signal(self, signal: Signal, value: int) -> "ComputeQueue":
+        self._add(self._release(signal.value_addr, _check_value(value), data_sel=1))
+        slot, event_id = self.device.completion_slot()  # wake host waiters: mailbox, then interrupt
+        return self._add(self._release(slot, event_id, data_sel=1, int_sel=2, ctxid=event_id))
+
+    def timestamp(self, signal: Signal) -> "ComputeQueue":
+        return self._add(self._release(signal.timestamp_addr, 0, data_sel=3))
+
+    def memory_barrier(self) -> "ComputeQueue":
+        """Full cache acquire so this queue sees what other agents wrote (facts 6.3)."""
+        if self._family == "gfx11":
+            return self._add(pm4.acquire_mem("gfx11", gli_inv=1, glm_wb=1, glm_inv=1, glk_inv=1, glv_inv=1,
+                                             gl1_inv=1, gl2_inv=1, gl2_wb=1))
+        return self._add(pm4.acquire_mem("gfx9", sh_icache_action_ena=1, sh_kcache_action_ena=1, tc_action_ena=1,
+                                         tcl1_action_ena=1, tc_wb_action_ena=1))
+
+    def copy(self, dst: Address, src: Address, nbytes: int) -> "ComputeQueue":
+        d, s = _va(dst), _va(src)
+        for off, n in chunks(nbytes, PM4_DMA_MAX):
+            self._add(pm4.dma_data(d + off, s + off, n))
+        return self
+
+    def fill(self, dst: Address, value: int, nbytes: int) -> "ComputeQueue":
+        d = _va(dst)
+        _check_fill(d, nbytes)
+        for off, n in chunks(nbytes, PM4_DMA_MAX & ~3):
+            self._add(pm4.dma_data(d + off, value & 0xFFFFFFFF, n, src_sel=2))
+        return self
+
+    def disassemble(self) -> str:
+        return pm4.disassemble([d for p in self.packets for d in p], self._family)
+
+
+class CopyQueue(HWQueue):
+    """SDMA packets for a copy queue."""
+
+    engine = "copy"
+
+    @property
+    def _version(self) -> str:
+        return self.device.sdma_version
+
+    def wait(self, signal: Signal, value: int) -> "CopyQueue":
+        return self._add(sdma.poll_regmem(signal.value_addr, _check_value(value), mask=0xFFFFFFFF, func=5))
+
+    def signal(self, signal: Signal, value: int) -> "CopyQueue":
+        self._add(sdma.fence(signal.value_addr, _check_value(value)))
+        slot, event_id = self.device.completion_slot()
+        self._add(sdma.fence(slot, event_id))
+        return self._add(sdma.trap(event_id))
+
+    def timestamp(self, signal: Signal) -> "CopyQueue":
+        return self._add(sdma.timestamp_global(signal.timestamp_addr))
+
+    def memory_barrier(self) -> "CopyQueue":
+        """Write back and invalidate the caches SDMA goes through (GCR_REQ 0xC3A1; none on SDMA 4.x)."""
+        if self._version == "sdma4":
+            return self
+        return self._add(sdma.gcr_req(gl2_inv=1, gl2_wb=1, glm_inv=1, gl1_inv=1, glv_inv=1, glk_inv=1, gli_inv=1))
+
+    def copy(self, dst: Address, src: Address, nbytes: int) -> "CopyQueue":
+        d, s = _va(dst), _va(src)
+        for off, n in chunks(nbytes, self.device.copy_max_bytes):
+            self._add(sdma.copy_linear(d + off, s + off, n))
+        return self
+
+    def fill(self, dst: Address, value: int, nbytes: int) -> "CopyQueue":
+        d = _va(dst)
+        _check_fill(d, nbytes)
+        for off, n in chunks(nbytes, self.device.copy_max_bytes):
+            self._add(sdma.const_fill(d + off, value & 0xFFFFFFFF, n, fillsize=2))
+        return self
+
+    def disassemble(self) -> str:
+        return sdma.disassemble([d for p in self.packets for d in p], self._version)
+
+
+def _check_fill(dst: int, nbytes: int) -> None:
+    if dst % 4 or nbytes % 4:
+        raise ValueError(f"fill of {nbytes} bytes at 0x{dst:x}: fills write 32-bit patterns, so the address and "
+                         f"size must be multiples of 4")
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+class HardwareRing:
+    """One KFD queue's ring as the runtime drives it: write packets, publish wptr, ring the doorbell.
+
+    Ring space is reclaimed through a private progress signal written at the end of each submission
+    (the PM4 rptr report is not reliable for flow control, facts 5.5), so the runtime never overwrites
+    packets the engine has not consumed.
+    """
+
+    def __init__(self, device: "Device", engine: str, queue_id: int, ring_va: int, ring_size: int, wptr_va: int,
+                 rptr_va: int, doorbell: int, progress: Signal):
+        self.device, self.engine, self.queue_id = device, engine, queue_id
+        self.ring_va, self.ring_size, self.wptr_va, self.rptr_va, self.doorbell = (ring_va, ring_size, wptr_va,
+                                                                                  rptr_va, doorbell)
+        self.unit = 4 if engine == "compute" else 1  # PM4 pointers count dwords, SDMA pointers bytes
+        self.put = 0  # bytes written, unwrapped
+        self.reclaimed = 0  # bytes known consumed
+        self.progress, self.seq = progress, 0
+        self.pending: deque[tuple[int, int]] = deque()  # (end position, progress seq) of submissions
+
+    def _progress_packet(self, seq: int) -> list[int]:
+        if self.engine == "compute":
+            return ComputeQueue(self.device)._release(self.progress.value_addr, seq, data_sel=1)
+        return sdma.fence(self.progress.value_addr, seq)
+
+    def submit(self, packets: list[list[int]]) -> None:
+        self.seq = (self.seq + 1) % (1 << 32)
+        packets = packets + [self._progress_packet(self.seq)]
+        data = [_pack(p) for p in packets]
+        need = sum(len(d) for d in data) + (0 if self.engine == "compute" else 4 * max(len(d) for d in data) // 4)
+        if need > self.ring_size:
+            raise QueueError(f"{self.engine} submission of {need} bytes does not fit in the {self.ring_size}-byte ring")
+        self._reserve(need)
+        for chunk in data:
+            self._write(chunk)
+        self.pending.append((self.put, self.seq))
+        ctypes.c_uint64.from_address(self.wptr_va).value = self.put // self.unit
+        self.device.os.ring_doorbell(self.doorbell, self.put // self.unit)
+
+    def _reserve(self, nbytes: int) -> None:
+        while self.put + nbytes - self.reclaimed > self.ring_size:
+            end, seq = self.pending.popleft()
+            self.device.wait_value(self.progress, seq, f"{self.engine} ring space (submission {seq})")
+            self.reclaimed = end
+
+    def _write(self, chunk: bytes) -> None:
+        start = self.put % self.ring_size
+        if self.engine == "copy" and start + len(chunk) > self.ring_size:
+            pad = self.ring_size - start  # SDMA: never straddle the ring end; zero dwords are NOPs
+            ctypes.memset(self.ring_va + start, 0, pad)
+            self.put += pad
+            start = 0
+        first = min(len(chunk), self.ring_size - start)
+        ctypes.memmove(self.ring_va + start, chunk, first)
+        if first < len(chunk):
+            ctypes.memmove(self.ring_va, chunk[first:], len(chunk) - first)
+        self.put += len(chunk)
+
+    def read_pointer(self) -> int:
+        """The engine's reported read pointer, in bytes from the ring start (wrapped)."""
+        raw = ctypes.c_uint64.from_address(self.rptr_va).value
+        return (raw * self.unit) % self.ring_size if self.engine == "compute" else raw % self.ring_size
+
+    def describe_state(self) -> str:
+        """rptr/wptr and the packet at rptr, disassembled: what a timeout report needs."""
+        rptr = self.read_pointer()
+        nbytes = min(64, self.ring_size - rptr)
+        dws = list(struct.unpack(f"<{nbytes // 4}I", ctypes.string_at(self.ring_va + rptr, nbytes)))
+        try:
+            if self.engine == "compute":
+                text = pm4.describe(dws[:pm4.packet_size(dws[0])], self.device.family)
+            else:
+                text = sdma.describe(dws, self.device.sdma_version)
+        except Exception as e:  # a report must not fail on a garbled ring
+            text = f"(undecodable: {e})"
+        return (f"{self.engine} queue {self.queue_id}: rptr 0x{rptr:x} (ring offset), wptr {self.put // self.unit} "
+                f"({self.put % self.ring_size:#x}), packet at rptr: {text}")
+
+
+def _pack(dws: list[int]) -> bytes:
+    return struct.pack(f"<{len(dws)}I", *(d & 0xFFFFFFFF for d in dws))
