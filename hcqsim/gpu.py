@@ -263,7 +263,7 @@ class EmulatedGPU:
                 if not ready:
                     break
                 q, budget = self.policy.choose(ready)
-                executed += self._advance(q, budget)
+                executed += self._advance(q, min(budget, self.max_packets_per_run - executed + 1))
                 if executed > self.max_packets_per_run:
                     raise RunawayError(f"GPU {self.index}: more than {self.max_packets_per_run} packets in one "
                                        f"progress point (an IB chain that loops?); queues: "
@@ -289,8 +289,12 @@ class EmulatedGPU:
         q.current = None
         header, text = None, None
         try:
+            header = stream.dwords(pos, 1)[0]
+        except EngineError:
+            pass
+        try:
             header, text = q.disassemble_at(stream, pos)
-        except Exception:
+        except Exception:  # the report keeps what could be read
             pass
         f = Fault(self.index, q.engine, q.name, e.kind, str(e), ring_offset=stream.offset(pos), header=header,
                   packet=text, timestamp=self.clock, where=stream.label)

@@ -303,6 +303,8 @@ def describe(dws, family: str = "gfx11", canon=None) -> str:
     if fmt is None:
         name = OPCODES.get(op, f"UNKNOWN_OPCODE_0x{op:02x}")
         return f"{name} count={(hdr >> 16) & COUNT_MAX} body=[{' '.join(f'0x{d:08x}' for d in dws[1:9])}]"
+    if len(dws) < packet_size(hdr):  # a truncated packet still prints what is there
+        dws = list(dws) + [0] * (packet_size(hdr) - len(dws))
     values = fmt.decode(dws, check=False)
     return fmt.format(values, canon=canon, skip=("type", "opcode"))
 

@@ -131,34 +131,35 @@ class CopyQueue(HWQueue):
         return self.device.sdma_version
 
     def wait(self, signal: Signal, value: int) -> "CopyQueue":
-        return self._add(sdma.poll_regmem(signal.value_addr, _check_value(value), mask=0xFFFFFFFF, func=5))
+        return self._add(sdma.poll_regmem(signal.value_addr, _check_value(value), mask=0xFFFFFFFF, func=5,
+                                           version=self._version))
 
     def signal(self, signal: Signal, value: int) -> "CopyQueue":
-        self._add(sdma.fence(signal.value_addr, _check_value(value)))
-        slot, event_id = self.device.completion_slot()
-        self._add(sdma.fence(slot, event_id))
-        return self._add(sdma.trap(event_id))
+        self._add(sdma.fence(signal.value_addr, _check_value(value), self._version))
+        slot, event_id = self.device.completion_slot()  # wake host waiters: mailbox, then trap
+        self._add(sdma.fence(slot, event_id, self._version))
+        return self._add(sdma.trap(event_id, self._version))
 
     def timestamp(self, signal: Signal) -> "CopyQueue":
-        return self._add(sdma.timestamp_global(signal.timestamp_addr))
+        return self._add(sdma.timestamp_global(signal.timestamp_addr, self._version))
 
     def memory_barrier(self) -> "CopyQueue":
         """Write back and invalidate the caches SDMA goes through (GCR_REQ 0xC3A1; none on SDMA 4.x)."""
         if self._version == "sdma4":
             return self
-        return self._add(sdma.gcr_req(gl2_inv=1, gl2_wb=1, glm_inv=1, gl1_inv=1, glv_inv=1, glk_inv=1, gli_inv=1))
+        return self._add(sdma.gcr_req(0xC3A1, version=self._version))
 
     def copy(self, dst: Address, src: Address, nbytes: int) -> "CopyQueue":
         d, s = _va(dst), _va(src)
         for off, n in chunks(nbytes, self.device.copy_max_bytes):
-            self._add(sdma.copy_linear(d + off, s + off, n))
+            self._add(sdma.copy_linear(d + off, s + off, n, self._version))
         return self
 
     def fill(self, dst: Address, value: int, nbytes: int) -> "CopyQueue":
         d = _va(dst)
         _check_fill(d, nbytes)
         for off, n in chunks(nbytes, self.device.copy_max_bytes):
-            self._add(sdma.const_fill(d + off, value & 0xFFFFFFFF, n, fillsize=2))
+            self._add(sdma.const_fill(d + off, value & 0xFFFFFFFF, n, 2, self._version))
         return self
 
     def disassemble(self) -> str:
@@ -196,7 +197,7 @@ class HardwareRing:
     def _progress_packet(self, seq: int) -> list[int]:
         if self.engine == "compute":
             return ComputeQueue(self.device)._release(self.progress.value_addr, seq, data_sel=1)
-        return sdma.fence(self.progress.value_addr, seq)
+        return sdma.fence(self.progress.value_addr, seq, self.device.sdma_version)
 
     def submit(self, packets: list[list[int]]) -> None:
         self.seq = (self.seq + 1) % (1 << 32)

@@ -1,0 +1,53 @@
+"""Runtime round trips on the emulator, as `name: value` lines (baselines measured in the same run).
+
+submit_signal_wait_us: one compute submission that signals, and the CPU wait for it (microseconds).
+copyin_vs_numpy_64MiB / copyout_vs_numpy_64MiB: staged host transfers vs a plain numpy copy of 64 MiB.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from hcqsim.runtime import open_device
+
+
+def _best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main(spec: str = "sim") -> None:
+    dev = open_device(spec)
+    sig = dev.new_signal(0)
+    n = 2000
+    counter = iter(range(1, 10 ** 9))
+
+    def round_trip():
+        v = next(counter)
+        dev.compute_queue().signal(sig, v).submit()
+        sig.wait(v)
+
+    t = _best(lambda: [round_trip() for _ in range(n)], 3)
+    print(f"submit_signal_wait_us: {t / n * 1e6:.1f}")
+
+    size = 64 << 20
+    data = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8)
+    buf = dev.alloc(size, host_visible=False)
+    host = np.empty(size, np.uint8)
+    t_numpy = _best(lambda: np.copyto(host, data), 5)
+    t_in = _best(lambda: dev.copyin(buf, data), 3)
+    print(f"copyin_vs_numpy_64MiB: {t_numpy / t_in:.2f}")
+    t_out = _best(lambda: dev.copyout(buf), 3)
+    print(f"copyout_vs_numpy_64MiB: {t_numpy / t_out:.2f}")
+    assert dev.copyout(buf, 4096) == data[:4096].tobytes()
+    dev.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "sim")
