@@ -46,8 +46,7 @@ def test_cpu_wait_returns_once_the_value_is_reached(device):
 def test_compute_waits_on_copy_and_copy_waits_on_compute(device):
     a, b, c = device.new_signal(0), device.new_signal(0), device.new_signal(0)
     device.compute_queue().wait(a, 1).signal(b, 1).submit()
-    device.copy_queue().wait(b, 1).signal(c, 1).submit()
-    device.copy_queue().signal(a, 1).submit()
+    device.copy_queue().signal(a, 1).wait(b, 1).signal(c, 1).submit()  # one ring: a before the wait on b
     c.wait(1)
     assert (a.value, b.value, c.value) == (1, 1, 1)
 
@@ -83,3 +82,12 @@ def test_timestamp_microseconds_follow_the_100mhz_clock(device):
 def test_signal_values_are_limited_to_32_bits(device):
     with pytest.raises(ValueError, match="32 bits"):
         device.compute_queue().signal(device.new_signal(0), 1 << 32)
+
+
+@pytest.mark.sim_only
+def test_a_queue_waiting_on_its_own_later_signal_is_a_deadlock(device):
+    a, b = device.new_signal(0), device.new_signal(0)
+    device.copy_queue().wait(b, 1).signal(a, 1).submit()
+    device.copy_queue().signal(b, 1).submit()  # behind the wait in the same ring: never reached
+    with pytest.raises(Exception, match="deadlock"):
+        a.wait(1)

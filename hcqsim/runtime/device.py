@@ -123,7 +123,8 @@ class Device:
         if p.event_page is None:  # the process's event page lives in GTT of the first device opened
             p.event_page = self._alloc(EVENT_PAGE_SIZE, UNCACHED_FLAGS | BASE_FLAGS)
             first = p.create_event(K.KFD_IOC_EVENT_SIGNAL, 1, p.event_page.handle)
-        else:
+        else:  # this GPU writes event slots too: map the page into its address space
+            p.event_page.device._map(p.event_page, [self.gpu_id])
             first = p.create_event(K.KFD_IOC_EVENT_SIGNAL, 1)
         self.completion_event = first.event_id
         self._completion_slot = p.event_page.va + 8 * first.event_slot_index
