@@ -91,43 +91,12 @@ def _access_ok(addr: int, size: int) -> bool:
 # CWSR / control stack sizes (kfd_queue.c kfd_queue_ctx_save_restore_size, facts 1.6)
 
 
-@dataclass(frozen=True)
-class QueueSizes:
-    """The node values CREATE_QUEUE checks compute queues against."""
-
-    ctl_stack_size: int
-    cwsr_size: int  # per XCC: control stack + workgroup context data
-    debug_memory_size: int
-    eop_buffer_size: int
-    num_xcc: int
-
-    def cwsr_bo_size(self, ctx_save_restore_size: int | None = None) -> int:
-        """Bytes the CWSR BO must span: align((ctx size + debug) * num_xcc, page)."""
-        ctx = self.cwsr_size if ctx_save_restore_size is None else ctx_save_restore_size
-        return _align((ctx + self.debug_memory_size) * self.num_xcc, PAGE_SIZE)
-
-
-def _vgpr_size_per_cu(gfxv: int) -> int:
-    if gfxv in (90402, 90010, 90008, 90500):
-        return 0x80000
-    if gfxv in (110000, 110001, 120000, 120001):
-        return 0x60000
-    return 0x40000
-
-
-def queue_sizes(target: Target) -> QueueSizes:
-    gfxv = target.gfx_target_version
-    cu_num = target.simd_count // target.simd_per_cu // target.num_xcc
-    if gfxv < 100100:
-        wave_num = min(cu_num * 40, target.array_count // target.simd_arrays_per_engine * 512)
-    else:
-        wave_num = cu_num * 32
-    lds = target.lds_size_in_kb << 10 if gfxv == 90500 else 0x10000
-    wg_data = _align(cu_num * (_vgpr_size_per_cu(gfxv) + 0x4000 + lds + 0x1000), PAGE_SIZE)
-    ctl = _align(40 + wave_num * (12 if gfxv >= 100100 else 8) + 8, PAGE_SIZE)
-    if gfxv // 10000 * 10000 == 100000:
-        ctl = min(ctl, 0x7000)  # gfx10.x hardware limit
-    return QueueSizes(ctl, ctl + wg_data, _align(wave_num * 32, 64), 4096, target.num_xcc)
+def queue_sizes(target: Target) -> k.QueueBufferSizes:
+    """The node values CREATE_QUEUE checks compute queues against (facts 1.6; formula in kfd_uapi)."""
+    return k.queue_buffer_sizes(dict(
+        gfx_target_version=target.gfx_target_version, simd_count=target.simd_count, simd_per_cu=target.simd_per_cu,
+        num_xcc=target.num_xcc, array_count=target.array_count, simd_arrays_per_engine=target.simd_arrays_per_engine,
+        lds_size_in_kb=target.lds_size_in_kb))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -310,7 +279,7 @@ class _SignalPage:
 class _Node:
     """Per-GPU process state (the kernel's kfd_process_device)."""
 
-    def __init__(self, index: int, gpu: EmulatedGPU, gpu_id: int, props: dict, sizes: QueueSizes):
+    def __init__(self, index: int, gpu: EmulatedGPU, gpu_id: int, props: dict, sizes: k.QueueBufferSizes):
         self.index, self.gpu, self.gpu_id, self.props, self.sizes = index, gpu, gpu_id, props, sizes
         self.minor = props["drm_render_minor"]
         self.drm_file: _File | None = None

@@ -802,11 +802,12 @@ class QueueBufferSizes:
     cwsr_size: int  # per-XCC context save area: what ctx_save_restore_size must at least be
     debug_memory_size: int
     num_xcc: int
+    eop_buffer_size: int = KFD_EOP_BUFFER_SIZE
 
-    @property
-    def cwsr_bo_size(self) -> int:
-        """Bytes the CWSR BO must span: (ctx save + debug area) per XCC, page aligned."""
-        return _align((self.cwsr_size + self.debug_memory_size) * self.num_xcc, 4096)
+    def cwsr_bo_size(self, ctx_save_restore_size: int | None = None) -> int:
+        """Bytes the CWSR BO must span: (ctx save size + debug area) per XCC, page aligned."""
+        ctx = self.cwsr_size if ctx_save_restore_size is None else ctx_save_restore_size
+        return _align((ctx + self.debug_memory_size) * self.num_xcc, 4096)
 
 
 def _align(n: int, a: int) -> int:

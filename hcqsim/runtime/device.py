@@ -262,7 +262,7 @@ class Device:
         if engine == "compute":
             sizes = K.queue_buffer_sizes(self.node.props)
             eop = self._alloc(K.KFD_EOP_BUFFER_SIZE, K.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | BASE_FLAGS, cpu_map=False)
-            cwsr = self._alloc(sizes.cwsr_bo_size, K.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | BASE_FLAGS, cpu_map=False)
+            cwsr = self._alloc(sizes.cwsr_bo_size(), K.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | BASE_FLAGS, cpu_map=False)
             args.queue_type = K.KFD_IOC_QUEUE_TYPE_COMPUTE
             args.eop_buffer_address, args.eop_buffer_size = eop.va, K.KFD_EOP_BUFFER_SIZE
             args.ctx_save_restore_address, args.ctx_save_restore_size = cwsr.va, sizes.cwsr_size
