@@ -74,10 +74,6 @@ def _fail(err: int, msg: str) -> OSError:
     return OSError(err, msg)
 
 
-def _align(n: int, a: int) -> int:
-    return (n + a - 1) // a * a
-
-
 def _is_pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
