@@ -10,6 +10,7 @@ the cost model below for every packet and byte moved, so the same inputs give th
 from __future__ import annotations
 
 import random
+import re
 import traceback
 from collections import deque
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from .queue import Queue, Stream
 from .targets import Target, get_target
 
 CLOCK_HZ = 100_000_000
-_HEADER_NOISE = ("type", "opcode", "op")  # the reference counter that RELEASE_MEM / SDMA TIMESTAMP write
+_HEADER_NOISE = ("type", "opcode", "op")
+_HEX = re.compile(r"0x([0-9a-fA-F]+)")  # addresses in messages are canonicalised in traces  # the reference counter that RELEASE_MEM / SDMA TIMESTAMP write
 
 
 @dataclass(frozen=True)
@@ -357,7 +359,8 @@ class EmulatedGPU:
         if kind == "fault":
             f = data
             addr = "" if f.address is None else f" addr=0x{self.canonical(f.address):x}"
-            return head + f"fault {f.kind}{addr} at {f.where}+0x{f.ring_offset or 0:x}: {f.message.splitlines()[0]}"
+            message = _HEX.sub(lambda m: f"0x{self.canonical(int(m.group(1), 16)):x}", f.message.splitlines()[0])
+            return head + f"fault {f.kind}{addr} at {f.where}+0x{f.ring_offset or 0:x}: {message}"
         return head + f"{kind} {data}"
 
     # -- lifetime ----------------------------------------------------------------------------------

@@ -128,10 +128,6 @@ _COMMON = [
                        F("src_cache_policy", 1, 14, 13, enum=CACHE_POLICY), F("count_sel", 1, 16),
                        F("wr_confirm", 1, 20), F("dst_cache_policy", 1, 26, 25, enum=CACHE_POLICY),
                        F("pq_exe_status", 1, 29), _addr("src_addr", 2), _addr("dst_addr", 4)), size=6),
-    _fmt("ATOMIC_MEM", (F("atomic", 1, 6, 0, enum=ATOMIC_OP_NAMES),
-                        F("command", 1, 11, 8, enum=ATOMIC_COMMAND, strict=True),
-                        F("cache_policy", 1, 26, 25, enum=CACHE_POLICY), _addr("addr", 2), F("src_data", 4, 63, 0),
-                        F("cmp_data", 6, 63, 0), F("loop_interval", 8, 12, 0)), size=9),
     _fmt("DMA_DATA", (F("engine", 1, 0), F("src_cache_policy", 1, 14, 13, enum=CACHE_POLICY),
                       F("dst_sel", 1, 21, 20, enum=DMA_DST, strict=True),
                       F("dst_cache_policy", 1, 26, 25, enum=CACHE_POLICY),
@@ -143,12 +139,21 @@ _COMMON = [
     _fmt("DISPATCH_INDIRECT", (_addr("addr", 1), F("dispatch_initiator", 3, 31, 0)), size=4),
 ]
 
+def _atomic_mem(op_hi: int) -> PacketFormat:
+    """ATOMIC_MEM: the TC_OP field is [6:0] on gfx11, [5:0] on gfx9."""
+    return _fmt("ATOMIC_MEM", (F("atomic", 1, op_hi, 0, enum=ATOMIC_OP_NAMES),
+                               F("command", 1, 11, 8, enum=ATOMIC_COMMAND, strict=True),
+                               F("cache_policy", 1, 26, 25, enum=CACHE_POLICY), _addr("addr", 2),
+                               F("src_data", 4, 63, 0), F("cmp_data", 6, 63, 0), F("loop_interval", 8, 12, 0)), size=9)
+
+
 _RELEASE_TAIL = (F("dst_sel", 2, 17, 16, enum=RELEASE_DST), F("int_sel", 2, 26, 24, enum=INT_SEL, strict=True),
                  F("data_sel", 2, 31, 29, enum=DATA_SEL, strict=True), _addr("addr", 3), F("data", 5, 63, 0),
                  F("int_ctxid", 7, 31, 0))
 _RELEASE_HEAD = (F("event_type", 1, 5, 0, enum=EVENT_TYPES), F("event_index", 1, 11, 8, enum=EVENT_INDEX))
 
 _GFX11 = [
+    _atomic_mem(6),
     _fmt("RELEASE_MEM", _RELEASE_HEAD + (
         F("glm_wb", 1, 12), F("glm_inv", 1, 13), F("glv_inv", 1, 14), F("gl1_inv", 1, 15), F("gl2_us", 1, 16),
         F("gl2_range", 1, 18, 17), F("gl2_discard", 1, 19), F("gl2_inv", 1, 20), F("gl2_wb", 1, 21),
@@ -160,6 +165,7 @@ _GFX11 = [
          + tuple(F(n, 7, hi, lo) for n, hi, lo in GCR_CNTL_FIELDS), size=8),
 ]
 _GFX9 = [
+    _atomic_mem(5),
     _fmt("RELEASE_MEM", _RELEASE_HEAD + (
         F("tcl1_vol_action_ena", 1, 12), F("tc_vol_action_ena", 1, 13), F("tc_wb_action_ena", 1, 15),
         F("tcl1_action_ena", 1, 16), F("tc_action_ena", 1, 17), F("tc_nc_action_ena", 1, 19),
@@ -303,8 +309,9 @@ def describe(dws, family: str = "gfx11", canon=None) -> str:
     if fmt is None:
         name = OPCODES.get(op, f"UNKNOWN_OPCODE_0x{op:02x}")
         return f"{name} count={(hdr >> 16) & COUNT_MAX} body=[{' '.join(f'0x{d:08x}' for d in dws[1:9])}]"
-    if len(dws) < packet_size(hdr):  # a truncated packet still prints what is there
-        dws = list(dws) + [0] * (packet_size(hdr) - len(dws))
+    need = max(packet_size(hdr), fmt.size or 0)
+    if len(dws) < need:  # a truncated packet, or a header count too small for the format, still prints
+        dws = list(dws) + [0] * (need - len(dws))
     values = fmt.decode(dws, check=False)
     return fmt.format(values, canon=canon, skip=("type", "opcode"))
 
@@ -558,7 +565,7 @@ class ComputeQueue(Queue):
             raise UnsupportedError(f"COPY_DATA DST_SEL {COPY_DST[dst_sel]} is not emulated")
 
     def _execATOMIC_MEM(self, stream, pos, v):
-        name, bits, _returns = decode_atomic(v["atomic"])
+        name, bits, returns = decode_atomic(v["atomic"])
         size = bits // 8
         addr = v["addr"]
         if addr % size:
@@ -578,7 +585,8 @@ class ComputeQueue(Queue):
                 return
         new = apply_atomic(name, bits, old, v["src_data"], v["cmp_data"])
         (mem.write_u64 if size == 8 else mem.write_u32)(addr, new)
-        self.atomic_return = old
+        if returns:  # only RTN ops deliver the pre-op value (COPY_DATA SRC_SEL 6)
+            self.atomic_return = old
         self.gpu.trace_write(self, addr, size, new)
 
     def _execDMA_DATA(self, stream, pos, v):

@@ -20,6 +20,9 @@ from .errors import BlockedQueue, DecodeError, EngineError, QueueError
 if TYPE_CHECKING:
     from .gpu import EmulatedGPU
 
+MIN_RING_SIZE = 1024  # facts 5.5: power of two, >= 1 KiB, base 256-byte aligned
+RING_ALIGN = 256
+
 # compare functions of PM4 WAIT_REG_MEM and SDMA POLL_REGMEM (same codes on both engines)
 COMPARE_NAMES = {0: "always", 1: "<", 2: "<=", 3: "==", 4: "!=", 5: ">=", 6: ">"}
 COMPARE: dict[int, Callable[[int, int], bool]] = {
@@ -142,8 +145,10 @@ class Queue:
     max_ib_depth = 1
 
     def __init__(self, gpu: "EmulatedGPU", name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
-        if ring_size <= 0 or ring_size & (ring_size - 1):
-            raise QueueError(f"ring size {ring_size} is not a power of two")
+        if ring_size < MIN_RING_SIZE or ring_size & (ring_size - 1):
+            raise QueueError(f"ring size {ring_size} must be a power of two >= {MIN_RING_SIZE} bytes")
+        if ring_va % RING_ALIGN:
+            raise QueueError(f"ring base 0x{ring_va:x} is not {RING_ALIGN}-byte aligned (the MQD stores base >> 8)")
         self.gpu, self.name = gpu, name
         self.ring_va, self.ring_size, self.rptr_va, self.wptr_va = ring_va, ring_size, rptr_va, wptr_va
         self.ring = Stream(self, "ring", ring_va, ring_size, 0, 0)

@@ -962,9 +962,6 @@ def test_malformed_stream_stops_only_that_queue(gpu, buf, case):
     _check_malformed(gpu, buf, *MALFORMED[case])
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: for a fixed-size packet whose header COUNT is too small to hold its "
-                   "fields, ComputeQueue.disassemble_at -> pm4.describe -> PacketFormat.decode raises DecodeError, "
-                   "which EmulatedGPU._record_fault swallows, so the Fault has packet=None (no decoded packet)")
 @pytest.mark.parametrize("case", sorted(MALFORMED_SHORT))
 def test_malformed_short_fixed_packet_stops_only_that_queue(gpu, buf, case):
     _check_malformed(gpu, buf, *MALFORMED_SHORT[case])
@@ -1029,9 +1026,6 @@ def _faulting_program(g):
     return g.trace_lines()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: EmulatedGPU._format_trace prints the fault message's first line, "
-                   "which holds the raw (non-canonical) address from VMFaultError, so trace_lines() of two GPUs "
-                   "whose VA windows differ are not identical once a VM fault happens")
 def test_trace_with_vm_faults_is_deterministic():
     g1 = EmulatedGPU(target="gfx1100", seed=0)
     g2 = EmulatedGPU(target="gfx1100", seed=0)
@@ -1120,10 +1114,6 @@ def test_ring_rejects_non_power_of_two_size(gpu):
         gpu.compute_queue(ring_size=1000)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (low; kfd.py clamps the size and drops base bits, the direct API does "
-                   "not): Queue.__init__ (queue.py) only checks that ring_size is a power of two; HARDWARE_FACTS 5.5 "
-                   "says the ring is >= 1 KiB and its base 256-byte aligned (the MQD stores ring >> 8), but "
-                   "EmulatedGPU.create_compute_queue / compute_queue accept and run a misaligned base or a 256 B ring")
 @pytest.mark.parametrize("offset, size", [(4, 1024), (0x80, 1024), (0, 512), (0, 256)])
 def test_ring_base_alignment_and_minimum_size(gpu, offset, size):
     ring, ptrs = gpu.alloc(1 << 16), gpu.alloc(4096)
@@ -1209,9 +1199,6 @@ def test_self_chaining_ib_is_stopped_as_runaway(policy):
             q.submit(pm4.indirect_buffer(ibm.va, 6))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (inferred from 3.3: only RTN ops return the pre-op value): "
-                   "ComputeQueue._execATOMIC_MEM sets self.atomic_return = old for non-returning TC_OPs "
-                   "(code + 0x40) too, so COPY_DATA SRC_SEL 6 sees a value no returning atomic produced")
 def test_non_returning_atomic_does_not_replace_the_returned_value(gpu, buf):
     buf.u32()[0], buf.u32()[1] = 10, 20
     q = gpu.compute_queue()

@@ -341,8 +341,6 @@ def test_decode_golden_dma_data_flags():
     assert (v["sas"], v["das"], v["saic"], v["daic"], v["raw_wait"], v["dis_wc"]) == (1, 1, 1, 1, 0, 0)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: pm4 _COMMON ATOMIC_MEM declares F('atomic', 1, 6, 0) for both "
-                   "families; HARDWARE_FACTS 3.3 says the field is [6:0] on gfx11 but [5:0] on gfx9")
 def test_gfx9_atomic_field_is_six_bits():
     """3.3 ATOMIC_MEM dw1: ATOMIC = TC_OP in [6:0] on gfx11 but [5:0] on gfx9."""
     dws = [0xC0071E00, 0x7F, A_LO, A_HI, 0, 0, 0, 0, 0]
@@ -417,9 +415,6 @@ def test_disassemble_truncated_stream_cut_inside_fields(name, dws):
     assert name in text and "truncated" in text
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: pm4.describe pads only streams shorter than the header's size; a "
-                   "fixed-size packet whose header COUNT is too small (4 dwords of WAIT_REG_MEM) reaches "
-                   "PacketFormat.decode(check=False), which raises 'packet too short for field'")
 @pytest.mark.parametrize("dws, name", [
     ([0xC0023C00, 0x13, A_LO, A_HI], "WAIT_REG_MEM"),  # count 2: 4 dwords, the packet has 7
     ([0xC0034900, 0x514, 0x20000000, A_LO, A_HI], "RELEASE_MEM"),  # count 3: 5 dwords of 8
