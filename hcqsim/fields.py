@@ -29,13 +29,9 @@ class Field:
     #                     the execution fast path, still encoded, decoded and printed everywhere else
     doc: str = ""
 
-    @property
-    def width(self) -> int:
-        return self.hi - self.lo + 1
-
-    @property
-    def mask(self) -> int:
-        return (1 << self.width) - 1
+    def __post_init__(self):  # derived once: encoders and decoders use them per packet
+        object.__setattr__(self, "width", self.hi - self.lo + 1)
+        object.__setattr__(self, "mask", (1 << (self.hi - self.lo + 1)) - 1)
 
     def name_of(self, value: int) -> str:
         if self.enum and value in self.enum:
@@ -119,28 +115,38 @@ class PacketFormat:
 
     def encode(self, **values) -> list[int]:
         """Dwords of the packet. Unnamed fields take their default; the caller fills header counts."""
-        payload = list(values.pop(self.payload, [])) if self.payload else []
-        unknown = set(values) - set(self.by_name)
-        if unknown:
-            raise TypeError(f"{self.name} has no field(s) {sorted(unknown)}")
-        ndw = self.size if self.size is not None else max((f.dw + (2 if f.hi > 31 else 1) for f in self.fields),
-                                                          default=1)
-        if self.payload:
-            ndw = max(ndw, self.payload_dw) + len(payload)
-        dws = [0] * ndw
-        for f in self.fields:
-            v = values.get(f.name, f.default)
-            if isinstance(v, str) and f.enum:
-                v = _enum_value(f, v)
+        payload = values.pop(self.payload, ()) if self.payload else ()
+        dws = self._defaults() + [0] * (max(0, self.payload_dw + len(payload) - self._base_len) if payload else 0)
+        by_name = self.by_name
+        for name, v in values.items():
+            f = by_name.get(name)
+            if f is None:
+                raise TypeError(f"{self.name} has no field {name!r}")
+            if type(v) is not int:
+                v = _enum_value(f, v) if isinstance(v, str) and f.enum else int(v)
             if not 0 <= v <= f.mask:
                 raise ValueError(f"{self.name}.{f.name} = {v:#x} does not fit in {f.width} bits")
-            bits = v << f.lo
-            dws[f.dw] |= bits & 0xFFFFFFFF
+            field_bits, bits = f.mask << f.lo, v << f.lo
+            dws[f.dw] = (dws[f.dw] & ~field_bits & 0xFFFFFFFF) | (bits & 0xFFFFFFFF)
             if f.hi > 31:
-                dws[f.dw + 1] |= bits >> 32
+                dws[f.dw + 1] = (dws[f.dw + 1] & ~(field_bits >> 32)) | (bits >> 32)
         for i, d in enumerate(payload):
             dws[self.payload_dw + i] = d & 0xFFFFFFFF
         return dws
+
+    def _defaults(self) -> list[int]:
+        """The packet with every field at its default (computed once)."""
+        base = self.__dict__.get("_base")
+        if base is None:
+            n = self.size if self.size is not None else max(self._min_dw, self.payload_dw if self.payload else 0)
+            base = [0] * n
+            for f in self.fields:
+                bits = f.default << f.lo
+                base[f.dw] |= bits & 0xFFFFFFFF
+                if f.hi > 31:
+                    base[f.dw + 1] |= bits >> 32
+            self._base, self._base_len = base, n
+        return list(base)
 
     # -- print -------------------------------------------------------------------------------------
 

@@ -375,20 +375,22 @@ class Device:
             inflight[k] = (sig, value)
         self.synchronize()
 
-    def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> bytes:
-        """Device buffer -> host bytes, through the staging buffers and the copy queue."""
+    def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0, out=None):
+        """Device buffer -> host, through the staging buffers and the copy queue. Returns bytes, or fills and
+        returns `out` (any writable buffer of at least `nbytes`) when given."""
         nbytes = buf.size - offset if nbytes is None else nbytes
         if offset + nbytes > buf.size:
             raise ValueError(f"copyout of {nbytes} bytes at offset {offset} overflows {buf}")
-        out = bytearray(nbytes)
-        dst = np.frombuffer(out, dtype=np.uint8)
+        dst = np.empty(nbytes, np.uint8) if out is None else np.frombuffer(memoryview(out).cast("B"), np.uint8)
+        if len(dst) < nbytes:
+            raise ValueError(f"copyout of {nbytes} bytes into a buffer of {len(dst)}")
         stage = self._staging_buffers()[0]
         for off, n in chunks(nbytes, STAGING_CHUNK):
             sig, value = self.next_timeline()
             self.copy_queue().copy(stage.va, buf.va + offset + off, n).signal(sig, value).submit()
             self.wait_value(sig, value, "copyout chunk")
             dst[off:off + n] = stage.view[:n]
-        return bytes(out)
+        return dst.tobytes() if out is None else out
 
     def transfer(self, dst: Buffer, src: Buffer, nbytes: int) -> tuple[Signal, int]:
         """Copy between devices with this device's SDMA engine (dst is peer-mapped here first).
