@@ -28,6 +28,7 @@ BASE_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | K.KFD_IOC_ALLOC_MEM_FLAGS_EXEC
 UNCACHED_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_GTT | K.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | \
     K.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED
 STAGING_CHUNK = 16 << 20
+KERNARG_ARENA = 1 << 20
 WAIT_SLICE_MS = 100
 
 
@@ -110,6 +111,9 @@ class Device:
         self.timeline_signal, self._shadow_signal = self.new_signal(0), self.new_signal(0)
         self.timeline_value = 1  # the value the next timeline submission signals
         self._staging: list[Buffer] = []
+        self._kernargs: Buffer | None = None
+        self._kernarg_pos = 0
+        self._dispatch_id = 0
 
     # -- bring-up ----------------------------------------------------------------------------------
 
@@ -239,6 +243,33 @@ class Device:
         self.timeline_value += 1
         return self.timeline_signal, value
 
+    # -- programs ----------------------------------------------------------------------------------
+
+    def load_program(self, code_object, name: str):
+        """Copy a code object's image into executable GPU memory; returns the kernel `name` as a Program."""
+        from .program import load_program
+        self._check_faults()
+        return load_program(self, code_object, name)
+
+    def kernarg_alloc(self, nbytes: int) -> tuple[int, np.ndarray]:
+        """(address, uint8 view) of `nbytes` of kernarg memory, 64-byte aligned. The arena is reused from the
+        start once full, after everything submitted so far has completed."""
+        nbytes = (nbytes + 63) & ~63
+        if nbytes > KERNARG_ARENA:
+            raise ValueError(f"kernarg segment of {nbytes} bytes exceeds the {KERNARG_ARENA}-byte arena")
+        if self._kernargs is None:
+            self._kernargs = self._alloc(KERNARG_ARENA, UNCACHED_FLAGS | BASE_FLAGS)
+        if self._kernarg_pos + nbytes > KERNARG_ARENA:
+            self.synchronize()
+            self._kernarg_pos = 0
+        off = self._kernarg_pos
+        self._kernarg_pos += nbytes
+        return self._kernargs.va + off, self._kernargs.view[off:off + nbytes]
+
+    def next_dispatch_id(self) -> int:
+        self._dispatch_id += 1
+        return self._dispatch_id
+
     # -- queues ------------------------------------------------------------------------------------
 
     def compute_queue(self) -> ComputeQueue:
@@ -346,10 +377,14 @@ class Device:
         raise DeviceFault(new)
 
     def synchronize(self, timeout_ms: int = 30_000) -> None:
-        """Wait until every timeline submission so far has completed."""
+        """Wait until everything submitted so far has completed: the timeline and every queue's ring."""
         if self.timeline_value > 1:
             self.wait_value(self.timeline_signal, self.timeline_value - 1, f"device timeline {self.timeline_value - 1}",
                             timeout_ms)
+        for ring in self._rings.values():
+            if ring.seq:
+                self.wait_value(ring.progress, ring.seq, f"{ring.engine} queue drained (submission {ring.seq})",
+                                timeout_ms)
 
     # -- staged copies -----------------------------------------------------------------------------
 

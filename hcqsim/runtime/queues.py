@@ -117,6 +117,36 @@ class ComputeQueue(HWQueue):
             self._add(pm4.dma_data(d + off, value & 0xFFFFFFFF, n, src_sel=2))
         return self
 
+    def exec(self, program, args, global_size, local_size) -> "ComputeQueue":
+        """Launch `program` over `global_size` work-items in groups of `local_size` (1 to 3 dims each).
+        `args` are buffers (or addresses) and numbers, in the kernel's order."""
+        from . import program as P
+        gsize, lsize = P._dims(global_size), P._dims(local_size)
+        ndims = max(len(global_size) if not isinstance(global_size, int) else 1,
+                    len(local_size) if not isinstance(local_size, int) else 1)
+        if lsize[0] * lsize[1] * lsize[2] > 1024:
+            raise ValueError(f"workgroup {lsize} has more than 1024 work-items")
+        launch = P.Launch(gsize, lsize, ndims)
+        k = program.kernel
+        ka_size = (k.kernarg_segment_size + 63) & ~63
+        extra = (P.AQL_PACKET_SIZE if k.enable_sgpr_dispatch_ptr else 0) + \
+            (P.QUEUE_DESCRIPTOR_SIZE if k.enable_sgpr_queue_ptr else 0)
+        va, view = self.device.kernarg_alloc(ka_size + extra)
+        view[:] = 0
+        P.write_kernargs(k, va, view, args, launch)
+        dispatch_ptr = queue_ptr = 0
+        pos = ka_size
+        if k.enable_sgpr_dispatch_ptr:
+            dispatch_ptr = va + pos
+            view[pos:pos + P.AQL_PACKET_SIZE] = memoryview(P.aql_packet(k, program.descriptor_va, va, launch)).cast("B")
+            pos += P.AQL_PACKET_SIZE
+        if k.enable_sgpr_queue_ptr:
+            queue_ptr = va + pos
+        user = P.user_sgprs(k, dispatch_ptr, queue_ptr, va, self.device.next_dispatch_id())
+        for packet in P.dispatch_packets(program, launch, user, self._family):
+            self._add(packet)
+        return self
+
     def disassemble(self) -> str:
         return pm4.disassemble([d for p in self.packets for d in p], self._family)
 

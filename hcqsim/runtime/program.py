@@ -1,0 +1,190 @@
+"""Kernels: code objects loaded into GPU memory, and the PM4 that launches them.
+
+`Device.load_program(code_object, name)` copies the code-object image into executable GPU memory.
+`ComputeQueue.exec(program, args, global_size, local_size)` writes the kernarg segment (explicit
+arguments, then the code object v5 hidden arguments), an AQL dispatch packet when the descriptor asks for
+`dispatch_ptr`, and emits the SET_SH_REG sequence and DISPATCH_DIRECT a real dispatcher emits
+(HARDWARE_FACTS 4.1-4.5). Nothing reaches the GPU except through those registers and memory.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from .. import pm4
+from ..codeobject import CodeObject, Kernel
+from ..dispatch import REGS
+
+if TYPE_CHECKING:
+    from .device import Buffer, Device
+
+# apertures the hidden private_base/shared_base arguments carry (high 32 bits; facts 1.2 on gfx9+)
+SHARED_APERTURE_BASE = 1 << 48
+PRIVATE_APERTURE_BASE = 2 << 48
+AQL_PACKET_SIZE = 64
+QUEUE_DESCRIPTOR_SIZE = 256  # an amd_queue_t-sized zeroed block for kernels that ask for queue_ptr
+LDS_GRANULE = 512  # RSRC2.LDS_SIZE unit on gfx9/gfx11
+INITIATOR_COMPUTE_SHADER_EN, INITIATOR_PARTIAL_TG_EN, INITIATOR_FORCE_START_AT_000 = 1 << 0, 1 << 1, 1 << 2
+INITIATOR_USE_THREAD_DIMENSIONS, INITIATOR_CS_W32_EN = 1 << 5, 1 << 15
+
+
+@dataclass
+class Program:
+    device: "Device"
+    kernel: Kernel
+    image: "Buffer"
+
+    @property
+    def descriptor_va(self) -> int:
+        return self.image.va + self.kernel.descriptor_offset
+
+    @property
+    def entry_va(self) -> int:
+        return self.image.va + self.kernel.code_offset
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+
+def load_program(device: "Device", code_object: bytes | CodeObject, name: str) -> Program:
+    co = code_object if isinstance(code_object, CodeObject) else CodeObject.from_bytes(code_object)
+    if co.arch and co.arch != device.target:
+        raise ValueError(f"code object is for {co.arch}, device {device.gpu_id} is {device.target}")
+    kernel = co.kernel(name)
+    buf = device.alloc(co.image_size, host_visible=True)
+    if buf.va % co.image_alignment:
+        raise ValueError(f"program memory at 0x{buf.va:x} is not {co.image_alignment}-byte aligned")
+    image = co.image(base=buf.va)
+    buf.view[:len(image)] = memoryview(image).cast("B")
+    return Program(device, kernel, buf)
+
+
+def _dims(size: int | Sequence[int]) -> tuple[int, int, int]:
+    t = (size,) if isinstance(size, int) else tuple(size)
+    if not 1 <= len(t) <= 3 or any(not isinstance(x, int) or x < 1 for x in t):
+        raise ValueError(f"sizes must be 1 to 3 positive integers, got {size!r}")
+    return t + (1,) * (3 - len(t))
+
+
+@dataclass
+class Launch:
+    """What one exec computes before emitting packets."""
+
+    global_size: tuple[int, int, int]
+    local_size: tuple[int, int, int]
+    ndims: int
+
+    @property
+    def groups(self) -> tuple[int, int, int]:
+        return tuple(-(-g // l) for g, l in zip(self.global_size, self.local_size))
+
+    @property
+    def remainder(self) -> tuple[int, int, int]:
+        return tuple(g % l for g, l in zip(self.global_size, self.local_size))
+
+    @property
+    def partial(self) -> bool:
+        return any(self.remainder)
+
+
+def write_kernargs(kernel: Kernel, base_va: int, view, args: Sequence, launch: Launch) -> None:
+    """Explicit arguments in order (buffers as pointers, ints by size), then the hidden arguments."""
+    explicit = kernel.explicit_args
+    if len(args) != len(explicit):
+        raise TypeError(f"{kernel.name} takes {len(explicit)} arguments ({', '.join(a.name or a.value_kind for a in explicit)}),"
+                        f" got {len(args)}")
+    for arg, value in zip(explicit, args):
+        if arg.value_kind in ("global_buffer", "dynamic_shared_pointer"):
+            value = value if isinstance(value, int) else value.va
+        elif arg.value_kind != "by_value":
+            raise TypeError(f"{kernel.name}: argument kind {arg.value_kind!r} is not supported")
+        if isinstance(value, float):
+            raw = struct.pack("<f" if arg.size == 4 else "<d", value)
+        else:
+            raw = int(value).to_bytes(arg.size, "little", signed=int(value) < 0)
+        view[arg.offset:arg.offset + arg.size] = memoryview(raw).cast("B")
+    hidden = {
+        "hidden_block_count_x": launch.groups[0], "hidden_block_count_y": launch.groups[1],
+        "hidden_block_count_z": launch.groups[2],
+        "hidden_group_size_x": launch.local_size[0], "hidden_group_size_y": launch.local_size[1],
+        "hidden_group_size_z": launch.local_size[2],
+        "hidden_remainder_x": launch.remainder[0], "hidden_remainder_y": launch.remainder[1],
+        "hidden_remainder_z": launch.remainder[2],
+        "hidden_grid_dims": launch.ndims,
+        "hidden_private_base": PRIVATE_APERTURE_BASE >> 32, "hidden_shared_base": SHARED_APERTURE_BASE >> 32,
+    }
+    for arg in kernel.args:
+        if arg.hidden:  # everything else hidden (offsets, printf, hostcall, heap, queue) stays zero
+            raw = hidden.get(arg.value_kind, 0).to_bytes(arg.size, "little")
+            view[arg.offset:arg.offset + arg.size] = memoryview(raw).cast("B")
+
+
+def aql_packet(kernel: Kernel, descriptor_va: int, kernarg_va: int, launch: Launch) -> bytes:
+    """hsa_kernel_dispatch_packet_t (facts 4.6): what code reading dispatch_ptr expects."""
+    header = 2 | 1 << 8 | 2 << 9 | 2 << 11  # KERNEL_DISPATCH, barrier, system acquire/release scopes
+    return struct.pack("<HHHHHHIIIIIQQQQ", header, launch.ndims, *launch.local_size, 0, *launch.global_size,
+                       kernel.private_segment_fixed_size, kernel.group_segment_fixed_size, descriptor_va,
+                       kernarg_va, 0, 0)
+
+
+def user_sgprs(kernel: Kernel, dispatch_ptr: int, queue_ptr: int, kernarg_ptr: int, dispatch_id: int) -> list[int]:
+    """USER_DATA values in the order of facts 4.5, padded to the descriptor's user SGPR count."""
+    out: list[int] = []
+    if kernel.enable_sgpr_private_segment_buffer:
+        raise ValueError(f"{kernel.name}: a private segment buffer V# is not used on architected-flat-scratch targets")
+    for enabled, value in ((kernel.enable_sgpr_dispatch_ptr, dispatch_ptr), (kernel.enable_sgpr_queue_ptr, queue_ptr),
+                           (kernel.enable_sgpr_kernarg_segment_ptr, kernarg_ptr),
+                           (kernel.enable_sgpr_dispatch_id, dispatch_id)):
+        if enabled:
+            out += [value & 0xFFFFFFFF, value >> 32]
+    if kernel.enable_sgpr_flat_scratch_init:
+        raise ValueError(f"{kernel.name}: flat scratch init is not used on architected-flat-scratch targets")
+    if kernel.enable_sgpr_private_segment_size:
+        out.append(kernel.private_segment_fixed_size)
+    if kernel.kernarg_preload_length:
+        raise ValueError(f"{kernel.name}: kernarg preloading is not supported by this runtime yet")
+    if len(out) > kernel.user_sgpr_count or kernel.user_sgpr_count > 16:
+        raise ValueError(f"{kernel.name}: {len(out)} user SGPRs needed, descriptor declares {kernel.user_sgpr_count}")
+    return out + [0] * (kernel.user_sgpr_count - len(out))  # LLVM pads (gfx11 wave32 init16 bug): zeros
+
+
+def dispatch_packets(program: Program, launch: Launch, user: list[int], family: str) -> list[list[int]]:
+    """The PM4 a dispatcher emits: cache acquire, program registers, user SGPRs, sizes, DISPATCH_DIRECT, flush."""
+    k = program.kernel
+    if k.private_segment_fixed_size or k.uses_dynamic_stack:
+        raise ValueError(f"{k.name} uses scratch (private segment {k.private_segment_fixed_size} bytes): not "
+                         f"supported by this runtime yet")
+    lds_granules = -(-k.group_segment_fixed_size // LDS_GRANULE)
+    rsrc2 = (k.compute_pgm_rsrc2 & ~(0x1FF << 15)) | (lds_granules & 0x1FF) << 15
+    entry = program.entry_va
+    wave32 = k.wavefront_size32
+    initiator = INITIATOR_COMPUTE_SHADER_EN | INITIATOR_FORCE_START_AT_000 | (INITIATOR_CS_W32_EN if wave32 else 0)
+    threads = []
+    for l, r in zip(launch.local_size, launch.remainder):
+        threads.append(l | (r << 16 if launch.partial else 0))
+    if launch.partial:  # the CP launches the trailing partial groups with NUM_THREAD_*.PARTIAL threads
+        initiator |= INITIATOR_USE_THREAD_DIMENSIONS | INITIATOR_PARTIAL_TG_EN
+        dims = launch.global_size
+    else:
+        dims = launch.groups
+    rsrc3_reg = 0x2E28 if family == "gfx11" else 0x2E2D
+    cmds = [
+        pm4.acquire_mem("gfx11", glk_inv=1, glv_inv=1, gl1_inv=1, glm_inv=1, glm_wb=1, glk_wb=1) if family == "gfx11"
+        else pm4.acquire_mem("gfx9", sh_kcache_action_ena=1, tcl1_action_ena=1),
+        pm4.set_sh_reg(REGS["COMPUTE_PGM_LO"], [(entry >> 8) & 0xFFFFFFFF, (entry >> 40) & 0xFF]),
+        pm4.set_sh_reg(REGS["COMPUTE_PGM_RSRC1"], [k.compute_pgm_rsrc1, rsrc2]),
+        pm4.set_sh_reg(rsrc3_reg, [k.compute_pgm_rsrc3]),
+        pm4.set_sh_reg(REGS["COMPUTE_TMPRING_SIZE"], [0]),
+        pm4.set_sh_reg(REGS["COMPUTE_RESTART_X"], [0, 0, 0]),
+    ]
+    if user:
+        cmds.append(pm4.set_sh_reg(REGS["COMPUTE_USER_DATA_0"], user))
+    cmds += [
+        pm4.set_sh_reg(REGS["COMPUTE_RESOURCE_LIMITS"], [0]),
+        pm4.set_sh_reg(REGS["COMPUTE_START_X"], [0, 0, 0, *threads, 0, 0]),
+        pm4.dispatch_direct(*dims, initiator),
+        pm4.cs_partial_flush(),
+    ]
+    return cmds
