@@ -6,20 +6,15 @@ Targets (issue 2): >= 200k PM4 packets/s; SDMA copy >= 0.5x numpy at >= 1 MiB.
 """
 from __future__ import annotations
 
-import time
+import os
+import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import best  # noqa: E402
+
 from hcqsim import EmulatedGPU, pm4, sdma
-
-
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def pm4_rate(gpu: EmulatedGPU, packets: list[list[int]], batches: int = 20) -> float:
@@ -29,7 +24,7 @@ def pm4_rate(gpu: EmulatedGPU, packets: list[list[int]], batches: int = 20) -> f
     def run():
         for _ in range(batches):
             q.submit(batch)
-    seconds = _best(run, 3)
+    seconds = best(run, 3)
     return len(packets) * batches / seconds
 
 
@@ -41,9 +36,9 @@ def sdma_vs_numpy(gpu: EmulatedGPU, size: int) -> float:
     cmds = [d for off in range(0, size, limit) for d in sdma.copy_linear(dst.va + off, src.va + off,
                                                                           min(limit, size - off))]
     repeat = max(3, min(200, (64 << 20) // size))
-    t_sdma = _best(lambda: q.submit(cmds), repeat)
+    t_sdma = best(lambda: q.submit(cmds), repeat)
     a, b = np.empty(size, np.uint8), np.arange(size, dtype=np.uint64).astype(np.uint8)
-    t_numpy = _best(lambda: np.copyto(a, b), repeat)
+    t_numpy = best(lambda: np.copyto(a, b), repeat)
     assert np.array_equal(dst.view, src.view)
     gpu.free(src), gpu.free(dst)
     return t_numpy / t_sdma

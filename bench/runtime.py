@@ -6,21 +6,15 @@ copyin_vs_numpy_64MiB / copyout_vs_numpy_64MiB: staged host transfers vs a plain
 """
 from __future__ import annotations
 
+import os
 import sys
-import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import best  # noqa: E402
+
 from hcqsim.runtime import open_device
-
-
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main(spec: str = "sim") -> None:
@@ -34,17 +28,17 @@ def main(spec: str = "sim") -> None:
         dev.compute_queue().signal(sig, v).submit()
         sig.wait(v)
 
-    t = _best(lambda: [round_trip() for _ in range(n)], 3)
+    t = best(lambda: [round_trip() for _ in range(n)], 3)
     print(f"submit_signal_wait_us: {t / n * 1e6:.1f}")
 
     size = 64 << 20
     data = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8)
     buf = dev.alloc(size, host_visible=False)
     host = np.empty(size, np.uint8)
-    t_numpy = _best(lambda: np.copyto(host, data), 5)
-    t_in = _best(lambda: dev.copyin(buf, data), 3)
+    t_numpy = best(lambda: np.copyto(host, data), 5)
+    t_in = best(lambda: dev.copyin(buf, data), 3)
     print(f"copyin_vs_numpy_64MiB: {t_numpy / t_in:.2f}")
-    t_out = _best(lambda: dev.copyout(buf, out=host), 3)  # into warm host memory, like the baseline
+    t_out = best(lambda: dev.copyout(buf, out=host), 3)  # into warm host memory, like the baseline
     print(f"copyout_vs_numpy_64MiB: {t_numpy / t_out:.2f}")
     assert dev.copyout(buf, 4096) == data[:4096].tobytes()
     dev.close()
