@@ -1,7 +1,8 @@
 """Emulator throughput, as `name: value` lines measured against baselines taken in the same run.
 
 pm4_packets_per_s_<mix>: PM4 packets executed per second (NOP, WRITE_DATA, RELEASE_MEM and a mix).
-sdma_copy_vs_numpy_<size>: SDMA COPY_LINEAR throughput divided by a plain numpy copy of the same size.
+sdma_copy_vs_numpy_<size>: SDMA COPY_LINEAR throughput divided by a plain numpy copy of the same size
+(numpy copying between the same two buffers).
 Targets (issue 2): >= 200k PM4 packets/s; SDMA copy >= 0.5x numpy at >= 1 MiB.
 """
 from __future__ import annotations
@@ -35,11 +36,12 @@ def sdma_vs_numpy(gpu: EmulatedGPU, size: int) -> float:
     limit = gpu.target.sdma_copy_max
     cmds = [d for off in range(0, size, limit) for d in sdma.copy_linear(dst.va + off, src.va + off,
                                                                           min(limit, size - off))]
-    repeat = max(3, min(200, (64 << 20) // size))
+    repeat = max(5, min(400, (256 << 20) // size))
     t_sdma = best(lambda: q.submit(cmds), repeat)
-    a, b = np.empty(size, np.uint8), np.arange(size, dtype=np.uint64).astype(np.uint8)
-    t_numpy = best(lambda: np.copyto(a, b), repeat)
     assert np.array_equal(dst.view, src.view)
+    # the baseline copies the same bytes between the same two buffers: the ratio is the emulator's overhead
+    # (submit, decode, checks), not a difference between kinds of host memory
+    t_numpy = best(lambda: np.copyto(dst.view, src.view), repeat)
     gpu.free(src), gpu.free(dst)
     return t_numpy / t_sdma
 
@@ -57,7 +59,8 @@ def main() -> None:
                                                              mixes["release_mem"][i])]
         for name, packets in mixes.items():
             print(f"pm4_packets_per_s_{name}: {pm4_rate(gpu, packets):.0f}")
-        for label, size in (("4KiB", 4 << 10), ("1MiB", 1 << 20), ("64MiB", 64 << 20)):
+    for label, size in (("4KiB", 4 << 10), ("1MiB", 1 << 20), ("64MiB", 64 << 20)):
+        with EmulatedGPU(target="gfx1100", seed=0, trace_limit=1000) as gpu:
             print(f"sdma_copy_vs_numpy_{label}: {sdma_vs_numpy(gpu, size):.2f}")
 
 
