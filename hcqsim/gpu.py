@@ -150,7 +150,7 @@ class EmulatedGPU:
     def __init__(self, target: str = "gfx1100", seed: int = 0, *, policy="run_to_block",
                  window: VaWindow | None = None, index: int = 0, autorun: bool = True,
                  trace_limit: int = 200_000, max_packets_per_run: int = 50_000_000,
-                 cost: CostModel = CostModel()):
+                 cost: CostModel = CostModel(), shader: bool = True):
         self.target: Target = get_target(target)
         self.seed, self.index, self.autorun = seed, index, autorun
         self.rng = random.Random(seed)
@@ -167,7 +167,10 @@ class EmulatedGPU:
         self.trace: deque = deque(maxlen=trace_limit)
         self.max_packets_per_run = max_packets_per_run
         self.uconfig: dict[int, int] = {}  # UCONFIG register file (absolute dword address -> value)
-        self.shader_core = None  # set by the shader-core package: .dispatch(queue, dispatch) -> waves
+        self.shader_core = None  # .dispatch(queue, Dispatch) -> waves; None: DISPATCH_DIRECT is unsupported
+        if shader:
+            from .shader.core import ShaderCore
+            self.shader_core = ShaderCore(self)
         self._buffers: dict[int, Buffer] = {}
         self._running = False
         self._counts: dict[str, int] = {}

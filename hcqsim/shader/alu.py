@@ -1,0 +1,380 @@
+"""Scalar and vector ALU semantics, as tables of numpy functions keyed by LLVM mnemonic.
+
+VALU entries: mnemonic -> (result type, source types, function). The executor reads each source as its type
+(a numpy array broadcastable to [waves, lanes]), calls the function, and writes the result in the
+destination's type. Types: b32 u32 i32 f32, b16 u16 i16 f16, b64 u64 i64 f64 (b = raw bits, unsigned).
+Float arithmetic is IEEE round-to-nearest-even with denormals kept (the mode LLVM requests; other modes are
+rejected at dispatch). Transcendentals (rcp, rsq, sqrt, exp, log, sin, cos) are computed exactly where the
+hardware approximates to ~1 ulp. Fused multiply-adds are evaluated in float64 and rounded once to f32.
+
+SALU entries: mnemonic -> function(a, b) -> (result, scc or None) on uint32 / uint64 arrays [waves].
+Compares: mnemonic -> (type, predicate).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+U32, I32, F32, U64, I64, F64 = np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64
+U16, I16, F16 = np.uint16, np.int16, np.float16
+DTYPES = {"b32": U32, "u32": U32, "i32": I32, "f32": F32, "b16": U16, "u16": U16, "i16": I16, "f16": F16,
+          "b64": U64, "u64": U64, "i64": I64, "f64": F64}
+WIDTH = {t: np.dtype(d).itemsize * 8 for t, d in DTYPES.items()}
+
+
+def _fma32(a, b, c):
+    return (a.astype(F64) * b.astype(F64) + c.astype(F64)).astype(F32)
+
+
+def _sh32(x):
+    return (np.asarray(x).astype(U32) & U32(31))
+
+
+def _sh64(x):
+    return (np.asarray(x).astype(U64) & U64(63))
+
+
+def _bfe_u32(x, off, width):
+    off, width = _sh32(off), np.asarray(width).astype(U32) & U32(31)
+    out = (x >> off) & ((U64(1) << width.astype(U64)).astype(U64) - U64(1)).astype(U32)
+    return np.where(width == 0, U32(0), out)
+
+
+def _bfe_i32(x, off, width):
+    off, width = _sh32(off), np.asarray(width).astype(U32) & U32(31)
+    u = _bfe_u32(x.view(U32) if x.dtype == I32 else x, off, width).astype(np.int64)
+    sign = np.int64(1) << np.maximum(width.astype(np.int64) - 1, 0)
+    return np.where(width == 0, 0, (u ^ sign) - sign).astype(I32)
+
+
+def _cvt_f32_to_int(x, dtype):
+    info = np.iinfo(dtype)
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(x.astype(F64))
+    return np.where(np.isnan(t), 0, np.clip(t, info.min, info.max)).astype(dtype)
+
+
+def _mul_hi_u32(a, b):
+    return ((a.astype(U64) * b.astype(U64)) >> U64(32)).astype(U32)
+
+
+def _mul_hi_i32(a, b):
+    return ((a.astype(I64) * b.astype(I64)) >> I64(32)).astype(U32)
+
+
+def _med3(a, b, c):
+    return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
+
+
+def _f(fn):
+    """Float op with numpy's floating-point warnings silenced (hardware raises no traps by default)."""
+    def wrapped(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    return wrapped
+
+
+def _div_fixup(q, d, n):
+    """v_div_fixup: special cases of n / d, else the refined quotient q."""
+    with np.errstate(all="ignore"):
+        exact = n / d
+    special = np.isnan(n) | np.isnan(d) | (d == 0) | np.isinf(d) | np.isinf(n)
+    return np.where(special, exact, q).astype(q.dtype)
+
+
+VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
+    # moves and selects
+    "v_mov_b32": ("b32", ("b32",), lambda a: a),
+    "v_cndmask_b32": ("b32", ("b32", "b32", "mask"), lambda a, b, m: np.where(m, b, a)),
+    # 32-bit integer
+    "v_add_nc_u32": ("u32", ("u32", "u32"), lambda a, b: a + b),
+    "v_sub_nc_u32": ("u32", ("u32", "u32"), lambda a, b: a - b),
+    "v_subrev_nc_u32": ("u32", ("u32", "u32"), lambda a, b: b - a),
+    "v_add_nc_i32": ("i32", ("i32", "i32"), lambda a, b: a + b),
+    "v_sub_nc_i32": ("i32", ("i32", "i32"), lambda a, b: a - b),
+    "v_add3_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: a + b + c),
+    "v_mul_lo_u32": ("u32", ("u32", "u32"), lambda a, b: a * b),
+    "v_mul_hi_u32": ("u32", ("u32", "u32"), _mul_hi_u32),
+    "v_mul_hi_i32": ("u32", ("i32", "i32"), _mul_hi_i32),
+    "v_mul_u32_u24": ("u32", ("u32", "u32"), lambda a, b: (a & U32(0xFFFFFF)) * (b & U32(0xFFFFFF))),
+    "v_mul_i32_i24": ("i32", ("i32", "i32"), lambda a, b: ((a << 8) >> 8) * ((b << 8) >> 8)),
+    "v_mad_u32_u24": ("u32", ("u32", "u32", "u32"), lambda a, b, c: (a & U32(0xFFFFFF)) * (b & U32(0xFFFFFF)) + c),
+    "v_mad_i32_i24": ("i32", ("i32", "i32", "i32"), lambda a, b, c: ((a << 8) >> 8) * ((b << 8) >> 8) + c),
+    "v_mul_hi_u32_u24": ("u32", ("u32", "u32"), lambda a, b: _mul_hi_u32(a & U32(0xFFFFFF), b & U32(0xFFFFFF))),
+    "v_min_u32": ("u32", ("u32", "u32"), np.minimum), "v_max_u32": ("u32", ("u32", "u32"), np.maximum),
+    "v_min_i32": ("i32", ("i32", "i32"), np.minimum), "v_max_i32": ("i32", ("i32", "i32"), np.maximum),
+    "v_min3_u32": ("u32", ("u32",) * 3, lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_max3_u32": ("u32", ("u32",) * 3, lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_min3_i32": ("i32", ("i32",) * 3, lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_max3_i32": ("i32", ("i32",) * 3, lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_med3_i32": ("i32", ("i32",) * 3, _med3), "v_med3_u32": ("u32", ("u32",) * 3, _med3),
+    "v_and_b32": ("b32", ("b32", "b32"), np.bitwise_and), "v_or_b32": ("b32", ("b32", "b32"), np.bitwise_or),
+    "v_xor_b32": ("b32", ("b32", "b32"), np.bitwise_xor),
+    "v_xnor_b32": ("b32", ("b32", "b32"), lambda a, b: ~(a ^ b)),
+    "v_not_b32": ("b32", ("b32",), np.invert),
+    "v_or3_b32": ("b32", ("b32",) * 3, lambda a, b, c: a | b | c),
+    "v_and_or_b32": ("b32", ("b32",) * 3, lambda a, b, c: (a & b) | c),
+    "v_xor3_b32": ("b32", ("b32",) * 3, lambda a, b, c: a ^ b ^ c),
+    "v_lshlrev_b32": ("b32", ("u32", "b32"), lambda s, x: x << _sh32(s)),
+    "v_lshrrev_b32": ("b32", ("u32", "b32"), lambda s, x: x >> _sh32(s)),
+    "v_ashrrev_i32": ("i32", ("u32", "i32"), lambda s, x: x >> _sh32(s).astype(I32)),
+    "v_lshl_or_b32": ("b32", ("b32", "u32", "b32"), lambda x, s, c: (x << _sh32(s)) | c),
+    "v_lshl_add_u32": ("u32", ("u32", "u32", "u32"), lambda x, s, c: (x << _sh32(s)) + c),
+    "v_add_lshl_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, s: (a + b) << _sh32(s)),
+    "v_xad_u32": ("u32", ("u32",) * 3, lambda a, b, c: (a ^ b) + c),
+    "v_bfe_u32": ("u32", ("u32", "u32", "u32"), _bfe_u32),
+    "v_bfe_i32": ("i32", ("i32", "u32", "u32"), _bfe_i32),
+    "v_bfi_b32": ("b32", ("b32",) * 3, lambda m, a, b: (m & a) | (~m & b)),
+    "v_alignbit_b32": ("b32", ("b32", "b32", "u32"), lambda a, b, s: (
+        ((a.astype(U64) << U64(32) | b.astype(U64)) >> (s.astype(U64) & U64(31))) & U64(0xFFFFFFFF)).astype(U32)),
+    "v_bfm_b32": ("b32", ("u32", "u32"), lambda w, o: (((U64(1) << (w & U32(31)).astype(U64)) - U64(1))
+                                                       .astype(U32) << _sh32(o))),
+    "v_bcnt_u32_b32": ("u32", ("b32", "u32"), lambda a, b: np.bitwise_count(a).astype(U32) + b),
+    "v_bfrev_b32": ("b32", ("b32",), lambda a: _bitrev32(a)),
+    "v_cvt_f32_ubyte0": ("f32", ("u32",), lambda a: (a & U32(0xFF)).astype(F32)),
+    "v_cvt_f32_ubyte1": ("f32", ("u32",), lambda a: ((a >> U32(8)) & U32(0xFF)).astype(F32)),
+    "v_cvt_f32_ubyte2": ("f32", ("u32",), lambda a: ((a >> U32(16)) & U32(0xFF)).astype(F32)),
+    "v_cvt_f32_ubyte3": ("f32", ("u32",), lambda a: (a >> U32(24)).astype(F32)),
+    # 64-bit integer
+    "v_lshlrev_b64": ("b64", ("u32", "b64"), lambda s, x: x << _sh64(s)),
+    "v_lshrrev_b64": ("b64", ("u32", "b64"), lambda s, x: x >> _sh64(s)),
+    "v_ashrrev_i64": ("i64", ("u32", "i64"), lambda s, x: x >> _sh64(s).astype(I64)),
+    "v_lshl_add_u64": ("u64", ("u64", "u32", "u64"), lambda x, s, c: (x << (s.astype(U64) & U64(7))) + c),
+    # 32-bit float
+    "v_add_f32": ("f32", ("f32", "f32"), _f(lambda a, b: a + b)),
+    "v_sub_f32": ("f32", ("f32", "f32"), _f(lambda a, b: a - b)),
+    "v_subrev_f32": ("f32", ("f32", "f32"), _f(lambda a, b: b - a)),
+    "v_mul_f32": ("f32", ("f32", "f32"), _f(lambda a, b: a * b)),
+    "v_mul_legacy_f32": ("f32", ("f32", "f32"), _f(lambda a, b: np.where((a == 0) | (b == 0), F32(0), a * b))),
+    "v_mul_dx9_zero_f32": ("f32", ("f32", "f32"), _f(lambda a, b: np.where((a == 0) | (b == 0), F32(0), a * b))),
+    "v_fma_f32": ("f32", ("f32",) * 3, _f(_fma32)),
+    "v_fmac_f32": ("f32", ("f32", "f32", "f32"), _f(_fma32)),  # third source is the destination
+    "v_fmaak_f32": ("f32", ("f32", "f32", "f32"), _f(_fma32)),  # third source is the literal K
+    "v_fmamk_f32": ("f32", ("f32", "f32", "f32"), _f(lambda a, k, b: _fma32(a, k, b))),
+    "v_mad_f32": ("f32", ("f32",) * 3, _f(lambda a, b, c: a * b + c)),
+    "v_min_f32": ("f32", ("f32", "f32"), _f(np.fmin)), "v_max_f32": ("f32", ("f32", "f32"), _f(np.fmax)),
+    "v_min3_f32": ("f32", ("f32",) * 3, _f(lambda a, b, c: np.fmin(np.fmin(a, b), c))),
+    "v_max3_f32": ("f32", ("f32",) * 3, _f(lambda a, b, c: np.fmax(np.fmax(a, b), c))),
+    "v_med3_f32": ("f32", ("f32",) * 3, _f(_med3)),
+    "v_rcp_f32": ("f32", ("f32",), _f(lambda a: (F32(1) / a).astype(F32))),
+    "v_rcp_iflag_f32": ("f32", ("f32",), _f(lambda a: (F32(1) / a).astype(F32))),
+    "v_sqrt_f32": ("f32", ("f32",), _f(np.sqrt)),
+    "v_rsq_f32": ("f32", ("f32",), _f(lambda a: (F32(1) / np.sqrt(a)).astype(F32))),
+    "v_exp_f32": ("f32", ("f32",), _f(np.exp2)), "v_log_f32": ("f32", ("f32",), _f(np.log2)),
+    "v_sin_f32": ("f32", ("f32",), _f(lambda a: np.sin(a.astype(F64) * 2 * np.pi).astype(F32))),
+    "v_cos_f32": ("f32", ("f32",), _f(lambda a: np.cos(a.astype(F64) * 2 * np.pi).astype(F32))),
+    "v_floor_f32": ("f32", ("f32",), np.floor), "v_ceil_f32": ("f32", ("f32",), np.ceil),
+    "v_trunc_f32": ("f32", ("f32",), np.trunc), "v_rndne_f32": ("f32", ("f32",), np.rint),
+    "v_fract_f32": ("f32", ("f32",), _f(lambda a: np.minimum(a - np.floor(a), F32(0.99999994)))),
+    "v_ldexp_f32": ("f32", ("f32", "i32"), _f(lambda a, e: np.ldexp(a, e).astype(F32))),
+    "v_frexp_mant_f32": ("f32", ("f32",), _f(lambda a: np.frexp(a)[0].astype(F32))),
+    "v_frexp_exp_i32_f32": ("i32", ("f32",), _f(lambda a: np.frexp(a)[1].astype(I32))),
+    "v_cvt_f32_i32": ("f32", ("i32",), lambda a: a.astype(F32)),
+    "v_cvt_f32_u32": ("f32", ("u32",), lambda a: a.astype(F32)),
+    "v_cvt_i32_f32": ("i32", ("f32",), lambda a: _cvt_f32_to_int(a, I32)),
+    "v_cvt_u32_f32": ("u32", ("f32",), lambda a: _cvt_f32_to_int(a, U32)),
+    "v_cvt_floor_i32_f32": ("i32", ("f32",), lambda a: _cvt_f32_to_int(np.floor(a), I32)),
+    "v_cvt_nearest_i32_f32": ("i32", ("f32",), lambda a: _cvt_f32_to_int(np.floor(a + F32(0.5)), I32)),
+    "v_div_fmas_f32": ("f32", ("f32", "f32", "f32"), _f(_fma32)),  # no scaling: div_scale never scales
+    "v_div_fixup_f32": ("f32", ("f32", "f32", "f32"), _div_fixup),
+    # 16-bit float and integer (unpacked)
+    "v_add_f16": ("f16", ("f16", "f16"), _f(lambda a, b: a + b)),
+    "v_sub_f16": ("f16", ("f16", "f16"), _f(lambda a, b: a - b)),
+    "v_subrev_f16": ("f16", ("f16", "f16"), _f(lambda a, b: b - a)),
+    "v_mul_f16": ("f16", ("f16", "f16"), _f(lambda a, b: a * b)),
+    "v_fma_f16": ("f16", ("f16",) * 3, _f(lambda a, b, c: (a.astype(F64) * b + c).astype(F16))),
+    "v_fmac_f16": ("f16", ("f16",) * 3, _f(lambda a, b, c: (a.astype(F64) * b + c).astype(F16))),
+    "v_max_f16": ("f16", ("f16", "f16"), _f(np.fmax)), "v_min_f16": ("f16", ("f16", "f16"), _f(np.fmin)),
+    "v_cvt_f16_f32": ("f16", ("f32",), _f(lambda a: a.astype(F16))),
+    "v_cvt_f32_f16": ("f32", ("f16",), lambda a: a.astype(F32)),
+    "v_add_nc_u16": ("u16", ("u16", "u16"), lambda a, b: a + b),
+    "v_sub_nc_u16": ("u16", ("u16", "u16"), lambda a, b: a - b),
+    "v_mul_lo_u16": ("u16", ("u16", "u16"), lambda a, b: a * b),
+    "v_lshlrev_b16": ("b16", ("u16", "b16"), lambda s, x: x << (s & U16(15))),
+    "v_lshrrev_b16": ("b16", ("u16", "b16"), lambda s, x: x >> (s & U16(15))),
+    "v_pack_b32_f16": ("b32", ("b16", "b16"), lambda a, b: a.astype(U32) | b.astype(U32) << U32(16)),
+    # 64-bit float
+    "v_add_f64": ("f64", ("f64", "f64"), _f(lambda a, b: a + b)),
+    "v_mul_f64": ("f64", ("f64", "f64"), _f(lambda a, b: a * b)),
+    "v_fma_f64": ("f64", ("f64",) * 3, _f(lambda a, b, c: a * b + c)),
+    "v_cvt_f64_f32": ("f64", ("f32",), lambda a: a.astype(F64)),
+    "v_cvt_f32_f64": ("f32", ("f64",), _f(lambda a: a.astype(F32))),
+    "v_cvt_f64_i32": ("f64", ("i32",), lambda a: a.astype(F64)),
+    "v_cvt_f64_u32": ("f64", ("u32",), lambda a: a.astype(F64)),
+    "v_cvt_i32_f64": ("i32", ("f64",), lambda a: _cvt_f32_to_int(a, I32)),
+}
+
+
+def _bitrev32(a):
+    b = a.astype(U32)
+    b = ((b >> U32(1)) & U32(0x55555555)) | ((b & U32(0x55555555)) << U32(1))
+    b = ((b >> U32(2)) & U32(0x33333333)) | ((b & U32(0x33333333)) << U32(2))
+    b = ((b >> U32(4)) & U32(0x0F0F0F0F)) | ((b & U32(0x0F0F0F0F)) << U32(4))
+    b = ((b >> U32(8)) & U32(0x00FF00FF)) | ((b & U32(0x00FF00FF)) << U32(8))
+    return (b >> U32(16)) | (b << U32(16))
+
+
+# carry-chain ops (VOP2 with VCC, VOP3SD with an SGPR carry): (a, b, carry_in) -> (result, carry_out)
+def _add_co(a, b, ci):
+    s = a.astype(U64) + b.astype(U64) + ci.astype(U64)
+    return (s & U64(0xFFFFFFFF)).astype(U32), s > U64(0xFFFFFFFF)
+
+
+def _sub_co(a, b, ci):
+    d = a.astype(I64) - b.astype(I64) - ci.astype(I64)
+    return (d & I64(0xFFFFFFFF)).astype(U32), d < 0
+
+
+CARRY = {
+    "v_add_co_u32": (_add_co, False, False), "v_add_co_ci_u32": (_add_co, True, False),
+    "v_sub_co_u32": (_sub_co, False, False), "v_sub_co_ci_u32": (_sub_co, True, False),
+    "v_subrev_co_u32": (_sub_co, False, True), "v_subrev_co_ci_u32": (_sub_co, True, True),
+}  # mnemonic -> (function, reads a carry in, swaps the operands)
+
+
+# VALU compares: base op -> predicate on (a, b)
+_CMP = {
+    "f": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool), "t": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
+    "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater, "ne": np.not_equal,
+    "lg": lambda a, b: (a < b) | (a > b), "ge": np.greater_equal,
+    "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)), "u": lambda a, b: np.isnan(a) | np.isnan(b),
+    "nge": lambda a, b: ~(a >= b), "nlg": lambda a, b: ~((a < b) | (a > b)), "ngt": lambda a, b: ~(a > b),
+    "nle": lambda a, b: ~(a <= b), "neq": lambda a, b: ~(a == b), "nlt": lambda a, b: ~(a < b),
+}
+
+
+def compare(mnemonic: str):
+    """(type, predicate, writes_exec) for v_cmp_* / v_cmpx_* mnemonics, None when not a compare."""
+    parts = mnemonic.split("_")
+    if len(parts) != 4 or parts[0] != "v" or parts[1] not in ("cmp", "cmpx"):
+        return None
+    op, typ = parts[2], parts[3]
+    if typ not in DTYPES or op not in _CMP:
+        return None
+
+    def pred(a, b, _p=_CMP[op]):
+        with np.errstate(invalid="ignore"):
+            return _p(a, b)
+    return typ, pred, parts[1] == "cmpx"
+
+
+# ---------------------------------------------------------------------------------------------------
+# scalar ALU: uint32 or uint64 arrays [waves] -> (result, scc)
+
+def _nz(r):
+    return r != 0
+
+
+def _s32(x):
+    return x.view(I32) if x.dtype == U32 else x.astype(I32)
+
+
+def _s64(x):
+    return x.view(I64) if x.dtype == U64 else x.astype(I64)
+
+
+def _sadd_i32(a, b):
+    r = (a + b)
+    ov = ((_s32(a) >= 0) == (_s32(b) >= 0)) & ((_s32(r) >= 0) != (_s32(a) >= 0))
+    return r, ov
+
+
+def _ssub_i32(a, b):
+    r = (a - b)
+    ov = ((_s32(a) >= 0) != (_s32(b) >= 0)) & ((_s32(r) >= 0) != (_s32(a) >= 0))
+    return r, ov
+
+
+def _bfe_s(x, spec, signed, bits):
+    off = spec & (U32(31) if bits == 32 else U32(63))
+    width = (spec >> U32(16)) & U32(0x7F)
+    dt = U64
+    xv = x.astype(dt)
+    mask = np.where(width >= bits, ~dt(0), (dt(1) << width.astype(dt)) - dt(1))
+    u = (xv >> off.astype(dt)) & mask
+    if signed:
+        sign = dt(1) << np.maximum(width.astype(np.int64) - 1, 0).astype(dt)
+        u = np.where(width == 0, dt(0), (u ^ sign) - sign)
+    r = u.astype(U32 if bits == 32 else U64)
+    return r, r != 0
+
+
+SALU2 = {  # two sources
+    "s_add_u32": lambda a, b: ((a + b), (a.astype(U64) + b) > U64(0xFFFFFFFF)),
+    "s_sub_u32": lambda a, b: ((a - b), b > a),
+    "s_add_i32": _sadd_i32, "s_sub_i32": _ssub_i32,
+    "s_mul_i32": lambda a, b: (a * b, None),
+    "s_mul_hi_u32": lambda a, b: (_mul_hi_u32(a, b), None),
+    "s_mul_hi_i32": lambda a, b: (_mul_hi_i32(_s32(a), _s32(b)), None),
+    "s_min_i32": lambda a, b: (np.where(_s32(a) < _s32(b), a, b), _s32(a) < _s32(b)),
+    "s_max_i32": lambda a, b: (np.where(_s32(a) > _s32(b), a, b), _s32(a) > _s32(b)),
+    "s_min_u32": lambda a, b: (np.minimum(a, b), a < b), "s_max_u32": lambda a, b: (np.maximum(a, b), a > b),
+    "s_cselect_b32": None, "s_cselect_b64": None,  # need SCC: executor special-cases
+    "s_and_b32": lambda a, b: (a & b, _nz(a & b)), "s_and_b64": lambda a, b: (a & b, _nz(a & b)),
+    "s_or_b32": lambda a, b: (a | b, _nz(a | b)), "s_or_b64": lambda a, b: (a | b, _nz(a | b)),
+    "s_xor_b32": lambda a, b: (a ^ b, _nz(a ^ b)), "s_xor_b64": lambda a, b: (a ^ b, _nz(a ^ b)),
+    "s_and_not1_b32": lambda a, b: (a & ~b, _nz(a & ~b)), "s_and_not1_b64": lambda a, b: (a & ~b, _nz(a & ~b)),
+    "s_or_not1_b32": lambda a, b: (a | ~b, _nz(a | ~b)), "s_or_not1_b64": lambda a, b: (a | ~b, _nz(a | ~b)),
+    "s_nand_b32": lambda a, b: (~(a & b), _nz(~(a & b))), "s_nand_b64": lambda a, b: (~(a & b), _nz(~(a & b))),
+    "s_nor_b32": lambda a, b: (~(a | b), _nz(~(a | b))), "s_nor_b64": lambda a, b: (~(a | b), _nz(~(a | b))),
+    "s_xnor_b32": lambda a, b: (~(a ^ b), _nz(~(a ^ b))), "s_xnor_b64": lambda a, b: (~(a ^ b), _nz(~(a ^ b))),
+    "s_lshl_b32": lambda a, b: (a << (b & U32(31)), _nz(a << (b & U32(31)))),
+    "s_lshr_b32": lambda a, b: (a >> (b & U32(31)), _nz(a >> (b & U32(31)))),
+    "s_ashr_i32": lambda a, b: ((_s32(a) >> _s32(b & U32(31))).view(U32), _nz(_s32(a) >> _s32(b & U32(31)))),
+    "s_lshl_b64": lambda a, b: (a << (b.astype(U64) & U64(63)), _nz(a << (b.astype(U64) & U64(63)))),
+    "s_lshr_b64": lambda a, b: (a >> (b.astype(U64) & U64(63)), _nz(a >> (b.astype(U64) & U64(63)))),
+    "s_ashr_i64": lambda a, b: ((_s64(a) >> (b.astype(I64) & I64(63))).view(U64),
+                                _nz(_s64(a) >> (b.astype(I64) & I64(63)))),
+    "s_lshl1_add_u32": lambda a, b: ((a << U32(1)) + b, ((a.astype(U64) << U64(1)) + b) > U64(0xFFFFFFFF)),
+    "s_lshl2_add_u32": lambda a, b: ((a << U32(2)) + b, ((a.astype(U64) << U64(2)) + b) > U64(0xFFFFFFFF)),
+    "s_lshl3_add_u32": lambda a, b: ((a << U32(3)) + b, ((a.astype(U64) << U64(3)) + b) > U64(0xFFFFFFFF)),
+    "s_lshl4_add_u32": lambda a, b: ((a << U32(4)) + b, ((a.astype(U64) << U64(4)) + b) > U64(0xFFFFFFFF)),
+    "s_bfe_u32": lambda a, b: _bfe_s(a, b, False, 32), "s_bfe_i32": lambda a, b: _bfe_s(a, b, True, 32),
+    "s_bfe_u64": lambda a, b: _bfe_s(a, b.astype(U32), False, 64),
+    "s_bfe_i64": lambda a, b: _bfe_s(a, b.astype(U32), True, 64),
+    "s_bfm_b32": lambda a, b: ((((U64(1) << (a & U32(31)).astype(U64)) - U64(1)).astype(U32) << (b & U32(31))), None),
+    "s_pack_ll_b32_b16": lambda a, b: ((a & U32(0xFFFF)) | (b << U32(16)), None),
+    "s_pack_lh_b32_b16": lambda a, b: ((a & U32(0xFFFF)) | (b & U32(0xFFFF0000)), None),
+    "s_pack_hh_b32_b16": lambda a, b: ((a >> U32(16)) | (b & U32(0xFFFF0000)), None),
+    "s_absdiff_i32": lambda a, b: ((r := np.abs(_s32(a).astype(I64) - _s32(b)).astype(U32)), r != 0),
+}
+
+SALU_CARRY = {"s_addc_u32": lambda a, b, c: _add_co(a, b, c), "s_subb_u32": lambda a, b, c: _sub_co(a, b, c)}
+
+SALU1 = {  # one source
+    "s_mov_b32": lambda a: (a, None), "s_mov_b64": lambda a: (a, None),
+    "s_not_b32": lambda a: (~a, _nz(~a)), "s_not_b64": lambda a: (~a, _nz(~a)),
+    "s_brev_b32": lambda a: (_bitrev32(a), None),
+    "s_bcnt0_i32_b32": lambda a: ((r := (32 - np.bitwise_count(a)).astype(U32)), r != 0),
+    "s_bcnt1_i32_b32": lambda a: ((r := np.bitwise_count(a).astype(U32)), r != 0),
+    "s_bcnt1_i32_b64": lambda a: ((r := np.bitwise_count(a).astype(U32)), r != 0),
+    "s_ctz_i32_b32": lambda a: (_ctz(a, 32), None), "s_ctz_i32_b64": lambda a: (_ctz(a, 64), None),
+    "s_clz_i32_u32": lambda a: (_clz(a, 32), None), "s_clz_i32_u64": lambda a: (_clz(a, 64), None),
+    "s_sext_i32_i8": lambda a: (a.astype(np.int8).astype(I32).view(U32), None),
+    "s_sext_i32_i16": lambda a: (a.astype(I16).astype(I32).view(U32), None),
+    "s_abs_i32": lambda a: ((r := np.abs(_s32(a).astype(I64)).astype(U32)), r != 0),
+}
+
+
+def _ctz(a, bits):
+    a = a.astype(U64)
+    low = a & (~a + U64(1))
+    idx = np.where(a == 0, 0, np.log2(np.where(a == 0, U64(1), low).astype(F64)).astype(np.int64))
+    return np.where(a == 0, U32(0xFFFFFFFF), idx.astype(U32))
+
+
+def _clz(a, bits):
+    a = a.astype(U64)
+    hi = np.floor(np.log2(np.where(a == 0, 1, a).astype(F64))).astype(np.int64)
+    return np.where(a == 0, U32(0xFFFFFFFF), (bits - 1 - hi).astype(U32))
+
+
+# saveexec family: (new exec from (src, exec)), the old exec goes to sdst, SCC = new exec != 0
+SAVEEXEC = {
+    "and": lambda s, e: s & e, "or": lambda s, e: s | e, "xor": lambda s, e: s ^ e,
+    "nand": lambda s, e: ~(s & e), "nor": lambda s, e: ~(s | e), "xnor": lambda s, e: ~(s ^ e),
+    "and_not0": lambda s, e: ~e & s, "or_not0": lambda s, e: ~e | s,
+    "and_not1": lambda s, e: s & ~e, "or_not1": lambda s, e: s | ~e,
+}
+
+SCMP = {"eq": np.equal, "lg": np.not_equal, "gt": np.greater, "ge": np.greater_equal, "lt": np.less,
+        "le": np.less_equal}

@@ -1,0 +1,186 @@
+"""The shader core: runs a DISPATCH_DIRECT's waves by executing the kernel's machine code.
+
+Everything comes from the dispatch registers and GPU memory (HARDWARE_FACTS 4.2-4.5, ISA_FACTS 4.4):
+code at COMPUTE_PGM, VGPR count and float mode from RSRC1, user SGPR count, system SGPRs, work-item
+id VGPRs and LDS size from RSRC2, user SGPR values from USER_DATA, group sizes and counts from the
+NUM_THREAD / DIM registers. Nothing about the kernel is known in advance.
+
+Execution is data-parallel over waves: workgroups are laid out in batches; within a batch, the scheduler
+repeatedly takes every runnable wave at the lowest PC and runs that one instruction for all of them
+at once (numpy over [waves, lanes]). Waves that branch apart are picked up at their own PCs and meet
+again where their paths join; `s_barrier` holds a wave until every live wave of its workgroup arrived.
+Memory effects are synchronous and coherent, so waitcnt, clauses, delays and cache invalidates are no-ops.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dispatch import RSRC2, Dispatch
+from ..errors import EngineError, UnsupportedError, VMFaultError
+from .compile import Context, ShaderUnsupported, compile_instr
+from .decoder import decode
+from .waves import EXEC, Waves
+
+VGPR_GRANULE = {32: 8, 64: 4}  # gfx11: wave32 allocates VGPRs in blocks of 8, wave64 in blocks of 4
+BATCH_BYTES = 48 << 20  # VGPR state per batch of workgroups
+MAX_WAVE_STEPS = 200_000_000  # wave-instructions per dispatch before the kernel is declared runaway
+FETCH_BYTES = 16
+
+
+class ShaderFault(EngineError):
+    kind = "shader fault"
+
+
+class ShaderCore:
+    """Attached to an EmulatedGPU as `gpu.shader_core`; the CP calls `dispatch(queue, Dispatch)`."""
+
+    def __init__(self, gpu, arch: str | None = None):
+        self.gpu = gpu
+        self.arch = arch or gpu.target.name
+        self._compiled: dict[tuple, object] = {}  # (pc, words, lanes, vgprs) -> closure, across dispatches
+        self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "lane_instructions": 0}
+
+    # -- the dispatch --------------------------------------------------------------------------------
+
+    def dispatch(self, queue, d: Dispatch) -> int:
+        if self.arch != "gfx1100":
+            raise UnsupportedError(f"the shader core executes gfx1100 code only (this GPU is {self.arch})")
+        rsrc2 = RSRC2.decode([d.rsrc2])
+        self._check_modes(d, rsrc2)
+        lanes = d.wave_size
+        vgprs = ((d.rsrc1 & 0x3F) + 1) * VGPR_GRANULE[lanes]
+        group_threads = d.group_size[0] * d.group_size[1] * d.group_size[2]
+        waves_per_group = -(-group_threads // lanes)
+        groups = [(x, y, z) for z in range(d.groups[2]) for y in range(d.groups[1]) for x in range(d.groups[0])]
+        per_wave = vgprs * lanes * 4 + 1024
+        batch_groups = max(1, BATCH_BYTES // (per_wave * waves_per_group))
+        ctx = Context(lanes, vgprs, self.gpu.memory, f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}")
+        total_waves = 0
+        for start in range(0, len(groups), batch_groups):
+            batch = groups[start:start + batch_groups]
+            W = self._launch(d, rsrc2, batch, lanes, vgprs, waves_per_group)
+            self._run(W, d, ctx)
+            total_waves += W.n
+        self.stats["dispatches"] += 1
+        self.stats["waves"] += total_waves
+        return total_waves
+
+    @staticmethod
+    def _check_modes(d: Dispatch, rsrc2: dict) -> None:
+        float_mode = (d.rsrc1 >> 12) & 0xFF
+        if float_mode & 0xF:
+            raise UnsupportedError(f"RSRC1 float round mode 0x{float_mode & 0xF:x}: only round-to-nearest-even is "
+                                   f"emulated")
+        if (float_mode >> 4) != 0xF:
+            raise UnsupportedError(f"RSRC1 denormal mode 0x{float_mode >> 4:x}: only 'denormals kept' (0xF) is "
+                                   f"emulated")
+        if rsrc2["tg_size_en"]:
+            raise UnsupportedError("RSRC2.TG_SIZE_EN (workgroup info SGPR) is not emulated")
+        if rsrc2["scratch_en"]:
+            raise UnsupportedError("RSRC2.SCRATCH_EN: private (scratch) memory is not emulated")
+
+    def _launch(self, d: Dispatch, rsrc2: dict, batch: list, lanes: int, vgprs: int, wpg: int) -> Waves:
+        """Initial wave state for a batch of workgroups (ISA_FACTS 4.4, HARDWARE_FACTS 4.5)."""
+        n = len(batch) * wpg
+        W = Waves(n, lanes, vgprs, len(batch), max(d.lds_bytes, 4))
+        user = d.user_data
+        W.s[:, :len(user)] = np.array(user, np.uint32)
+        gids = np.repeat(np.array(batch, np.int64), wpg, axis=0)  # [n, 3] workgroup ids
+        W.group[:] = np.repeat(np.arange(len(batch)), wpg)
+        sgpr = len(user)
+        for dim, key in enumerate(("tgid_x_en", "tgid_y_en", "tgid_z_en")):
+            if rsrc2[key]:
+                W.s[:, sgpr] = (gids[:, dim] + d.start[dim]).astype(np.uint32)
+                sgpr += 1
+        # the threads of each workgroup (a trailing partial group is smaller)
+        sizes = np.array([[p if (p and g == n_g - 1) else full
+                           for g, n_g, full, p in zip(gid, d.groups, d.group_size, d.partial_size)]
+                          for gid in batch], np.int64)
+        sizes = np.repeat(sizes, wpg, axis=0)
+        wave_in_group = np.tile(np.arange(wpg), len(batch))
+        t = wave_in_group[:, None] * lanes + np.arange(lanes)[None, :]  # linear thread id in the group
+        sx, sy = sizes[:, 0:1], sizes[:, 1:2]
+        x, y, z = t % sx, (t // sx) % sy, t // (sx * sy)
+        valid = t < sizes.prod(axis=1)[:, None]
+        W.v[:, 0] = np.where(valid, x | y << 10 | z << 20, 0).astype(np.uint32)
+        W.set_mask(slice(None), EXEC, valid)
+        W.pc[:] = d.pgm_addr
+        return W
+
+    # -- scheduling ----------------------------------------------------------------------------------
+
+    def _run(self, W: Waves, d: Dispatch, ctx: Context) -> None:
+        steps = 0
+        while True:
+            runnable = W.alive & ~W.at_barrier
+            if not runnable.any():
+                if W.alive.any():
+                    self._release_barriers(W, force_check=True, d=d)
+                    continue
+                return
+            idx = np.nonzero(runnable)[0]
+            pcs = W.pc[idx]
+            pc = int(pcs.min())
+            sel = idx[pcs == pc]
+            w = slice(None) if sel.size == W.n else sel
+            run = self._instruction(pc, W, ctx, d)
+            try:
+                run(W, w)
+            except VMFaultError as e:
+                raise ShaderFault(f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x}: {e}") from None
+            except EngineError:
+                raise
+            except (IndexError, ValueError, TypeError, OverflowError) as e:
+                raise ShaderFault(f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x}: {type(e).__name__}: {e}") from None
+            steps += sel.size
+            self.stats["wave_instructions"] += sel.size
+            self.stats["lane_instructions"] += sel.size * W.lanes
+            if getattr(run, "barrier", False) or getattr(run, "ends", False):
+                self._release_barriers(W)
+            if steps > MAX_WAVE_STEPS:
+                raise ShaderFault(f"{ctx.kernel}: more than {MAX_WAVE_STEPS} wave-instructions; the kernel does not "
+                                  f"terminate (PC +0x{pc - d.pgm_addr:x})")
+
+    @staticmethod
+    def _release_barriers(W: Waves, force_check: bool = False, d: Dispatch | None = None) -> None:
+        """Release every workgroup whose live waves all wait at the barrier."""
+        waiting = W.at_barrier & W.alive
+        if not waiting.any():
+            return
+        groups = np.unique(W.group[waiting])
+        released = False
+        for g in groups:
+            members = (W.group == g) & W.alive
+            if (W.at_barrier[members]).all():
+                W.at_barrier[members] = False
+                released = True
+        if force_check and not released:
+            raise ShaderFault(f"barrier deadlock: workgroups {groups.tolist()} wait at s_barrier but not every wave "
+                              f"of them can arrive")
+
+    def _instruction(self, pc: int, W: Waves, ctx: Context, d: Dispatch):
+        mem = self.gpu.memory
+        try:
+            mem.check(pc, 4, "execute")
+        except VMFaultError as e:
+            raise ShaderFault(f"{ctx.kernel}: instruction fetch at PC +0x{pc - d.pgm_addr:x}: {e}") from None
+        m = mem.find(pc)
+        nbytes = min(FETCH_BYTES, m.end - pc)
+        code = mem.read(pc, nbytes)
+        key = (pc, code, W.lanes, W.vgprs)
+        run = self._compiled.get(key)
+        if run is None:
+            instr = decode(code, 0, self.arch)
+            instr.pc = pc - d.pgm_addr
+            key = (pc, code[:instr.size], W.lanes, W.vgprs)
+            run = self._compiled.get(key)
+            if run is None:
+                run = compile_instr(instr, ctx)
+                self._compiled[key] = run
+            self._compiled[(pc, code, W.lanes, W.vgprs)] = run
+        return run
+
+
+def attach(gpu) -> ShaderCore:
+    gpu.shader_core = ShaderCore(gpu)
+    return gpu.shader_core

@@ -1,0 +1,67 @@
+"""The register state of a batch of waves, held as numpy arrays so one instruction runs for many waves.
+
+Layout:
+* `s`   uint32 [waves, 128]: the scalar operand space 0..127 indexed by operand number (s0..s105, VCC_LO/HI,
+        TTMPs, NULL, M0, EXEC_LO/HI), so an SALU operand number is directly a column.
+* `v`   uint32 [waves, vgprs, lanes]: the VGPRs the kernel allocated.
+* `scc` bool [waves]; `pc` int64 [waves] (byte address); `alive`, `at_barrier` bool [waves].
+* `group` int64 [waves]: index of the wave's workgroup in the batch (its LDS slice).
+* `lds` uint8 [groups, lds_bytes].
+
+Selections of waves (`w`) are either `slice(None)` (every wave: numpy views, no gathers) or an index array.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import formats as fm
+
+VCC, EXEC, M0, NULL = fm.VCC_LO, fm.EXEC_LO, fm.M0, fm.NULL
+
+
+class Waves:
+    def __init__(self, n: int, lanes: int, vgprs: int, groups: int, lds_bytes: int):
+        self.n, self.lanes, self.vgprs = n, lanes, vgprs
+        self.s = np.zeros((n, 128), np.uint32)
+        self.v = np.zeros((n, vgprs, lanes), np.uint32)
+        self.scc = np.zeros(n, bool)
+        self.pc = np.zeros(n, np.int64)
+        self.alive = np.ones(n, bool)
+        self.at_barrier = np.zeros(n, bool)
+        self.group = np.zeros(n, np.int64)
+        self.lds = np.zeros((groups, max(lds_bytes, 4)), np.uint8)
+        self.lane_ids = np.arange(lanes, dtype=np.uint64)
+        self.lane_bits = (np.uint64(1) << self.lane_ids).astype(np.uint64)
+
+    # -- masks -------------------------------------------------------------------------------------
+
+    def mask64(self, w, reg: int) -> np.ndarray:
+        """A lane mask held in SGPRs (EXEC, VCC or a compare result) as uint64 [nw]."""
+        lo = self.s[w, reg].astype(np.uint64)
+        if self.lanes == 32:
+            return lo
+        return lo | (self.s[w, reg + 1].astype(np.uint64) << np.uint64(32))
+
+    def lanes_of(self, w, reg: int) -> np.ndarray:
+        """bool [nw, lanes]: the bits of a lane mask register."""
+        return (self.mask64(w, reg)[:, None] & self.lane_bits) != 0
+
+    def exec_lanes(self, w) -> np.ndarray:
+        return self.lanes_of(w, EXEC)
+
+    def set_mask(self, w, reg: int, lanes: np.ndarray) -> None:
+        """Write bool [nw, lanes] as a lane mask into SGPR reg (and reg+1 for wave64)."""
+        bits = (lanes.astype(np.uint64) * self.lane_bits).sum(axis=1, dtype=np.uint64)
+        self.s[w, reg] = (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        if self.lanes == 64:
+            self.s[w, reg + 1] = (bits >> np.uint64(32)).astype(np.uint32)
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def write_v(self, w, reg: int, value, lanes: np.ndarray) -> None:
+        """VGPR reg <- value in the given lanes (bool [nw, lanes]); other lanes keep their value."""
+        if reg >= self.vgprs:
+            raise IndexError(reg)
+        old = self.v[w, reg]
+        self.v[w, reg] = np.where(lanes, np.asarray(value, dtype=np.uint32) if not isinstance(value, np.ndarray)
+                                  or value.dtype != np.uint32 else value, old)
