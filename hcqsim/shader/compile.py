@@ -114,13 +114,23 @@ def vsrc(ctx: Context, instr: Instr, code: int, typ: str, hi: bool = False) -> C
         return lambda W, w: W.scc[w].astype(U32).view(DTYPES[typ])[:, None] if bits == 32 else \
             W.scc[w].astype(DTYPES[typ])[:, None]
     is_float = typ.startswith("f")
-    value = _const_bits(code, bits, is_float, instr.literal)
+    if bits == 16 and code == fm.LITERAL and instr.literal is not None:  # a packed literal holds both halves
+        value = (instr.literal >> 16 if hi else instr.literal) & 0xFFFF
+    else:
+        value = _const_bits(code, bits, is_float, instr.literal)
     if value is None:
         raise ctx.unsupported(instr, f"operand {code} is not an operand the shader core knows")
-    if bits == 16 and code == fm.LITERAL:
-        value = (value >> 16 if hi else value) & 0xFFFF
     c = _to_type(value, typ)
     return lambda W, w: c
+
+
+def true16(code: int) -> tuple[int, bool]:
+    """gfx11 true16 e32 encoding of a 16-bit VGPR operand: bit 7 of the register number picks the high half
+    (v0.h), so only v0..v127 are reachable. Non-VGPR operands are unchanged."""
+    if code < fm.VGPR_BASE:
+        return code, False
+    r = code - fm.VGPR_BASE
+    return fm.VGPR_BASE + (r & 0x7F), bool(r & 0x80)
 
 
 def _modifiers(read: Callable, typ: str, abs_: bool, neg: bool) -> Callable:
@@ -218,6 +228,7 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
     if fam in ("VOP1", "VOP2") and any(WIDTH[t] == 16 for t in (out_t, *[t for t in in_ts if t != "mask"])):
         pass  # e32 16-bit ops use the low halves (non-true16 encoding)
     readers = []
+    e32 = fam in ("VOP1", "VOP2")
     for i, typ in enumerate(in_ts):
         if typ == "mask":  # v_cndmask: VCC in e32, an SGPR mask in VOP3 src2
             code = f["src2"] if vop3 else VCC
@@ -231,9 +242,17 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
             code = srcs[1]
         else:
             code = srcs[i]
-        r = vsrc(ctx, instr, code, typ, hi=bool(opsel >> i & 1))
+        if e32 and WIDTH[typ] == 16:
+            code, hi = true16(code)
+        else:
+            hi = bool(opsel >> i & 1)
+        r = vsrc(ctx, instr, code, typ, hi=hi)
         readers.append(_modifiers(r, typ, bool(abs_bits >> i & 1), bool(neg_bits >> i & 1)))
-    write = vdst_writer(ctx, instr, f["vdst"], out_t, hi=bool(opsel >> 3 & 1))
+    if e32 and WIDTH[out_t] == 16:
+        dst, dst_hi = true16(f["vdst"] + fm.VGPR_BASE)
+        write = vdst_writer(ctx, instr, dst - fm.VGPR_BASE, out_t, hi=dst_hi)
+    else:
+        write = vdst_writer(ctx, instr, f["vdst"], out_t, hi=bool(opsel >> 3 & 1))
     post = _float_post(out_t, f.get("clamp", 0), f.get("omod", 0)) if vop3 else None
     if vop3 and f.get("clamp") and not out_t.startswith("f"):
         raise ctx.unsupported(instr, "integer clamp (saturation) is not emulated")
@@ -263,8 +282,11 @@ def _compile_vcmp(instr: Instr, ctx: Context, typ: str, pred, writes_exec: bool)
     f = instr.fields
     vop3 = instr.family == "VOP3"
     abs_bits, neg_bits = (f.get("abs", 0), f.get("neg", 0)) if vop3 else (0, 0)
-    ra = _modifiers(vsrc(ctx, instr, srcs[0], typ), typ, bool(abs_bits & 1), bool(neg_bits & 1))
-    rb = _modifiers(vsrc(ctx, instr, srcs[1], typ), typ, bool(abs_bits & 2), bool(neg_bits & 2))
+    opsel = f.get("opsel", 0) if vop3 else 0
+    (c0, h0), (c1, h1) = [true16(c) if not vop3 and WIDTH[typ] == 16 else (c, bool(opsel >> i & 1))
+                          for i, c in enumerate(srcs[:2])]
+    ra = _modifiers(vsrc(ctx, instr, c0, typ, h0), typ, bool(abs_bits & 1), bool(neg_bits & 1))
+    rb = _modifiers(vsrc(ctx, instr, c1, typ, h1), typ, bool(abs_bits & 2), bool(neg_bits & 2))
     dst = EXEC if writes_exec else _mask_dst(instr)
     step = _advance(instr.size)
 
@@ -420,7 +442,27 @@ def _compile_cmp_class(instr: Instr, ctx: Context) -> Run:
     return run
 
 
+def _compile_mbcnt(instr: Instr, ctx: Context) -> Run:
+    """v_mbcnt_lo/hi_u32_b32: count of the mask bits below each lane (low or high 32 lanes), plus src1."""
+    srcs = _sources(instr)
+    mask, add = vsrc(ctx, instr, srcs[0], "u32"), vsrc(ctx, instr, srcs[1], "u32")
+    hi = instr.mnemonic.startswith("v_mbcnt_hi")
+    write = vdst_writer(ctx, instr, instr.fields["vdst"], "u32")
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        lane = W.lane_ids.astype(np.int64) - (32 if hi else 0)
+        below = np.where(lane >= 32, 0xFFFFFFFF, (np.left_shift(1, np.clip(lane, 0, 32)) - 1)).astype(np.uint64)
+        m = np.broadcast_to(mask(W, w), lanes.shape).astype(np.uint64)
+        value = np.bitwise_count(m & below).astype(U32) + add(W, w)
+        write(W, w, np.broadcast_to(value, lanes.shape), lanes)
+        step(W, w)
+    return run
+
+
 _SPECIAL_VALU = {
+    "v_mbcnt_lo_u32_b32": _compile_mbcnt, "v_mbcnt_hi_u32_b32": _compile_mbcnt,
     "v_readfirstlane_b32": _compile_readfirstlane, "v_readlane_b32": _compile_readlane,
     "v_writelane_b32": _compile_writelane, "v_mad_u64_u32": _compile_mad64, "v_mad_i64_i32": _compile_mad64,
     "v_div_scale_f32": _compile_div_scale, "v_div_scale_f64": _compile_div_scale,
@@ -458,6 +500,61 @@ def compile_vopd(instr: Instr, ctx: Context) -> Run:
                    for readers, fn, dt, _ in halves]
         for (_, _, _, write), value in zip(halves, results):
             write(W, w, value, lanes)
+        step(W, w)
+    return run
+
+
+_PACKED = {  # v_pk_* -> (half type, function on the two halves' arrays)
+    "v_pk_add_f16": ("f16", lambda a, b: a + b), "v_pk_mul_f16": ("f16", lambda a, b: a * b),
+    "v_pk_fma_f16": ("f16", lambda a, b, c: (a.astype(F64) * b + c).astype(F16)),
+    "v_pk_min_f16": ("f16", np.fmin), "v_pk_max_f16": ("f16", np.fmax),
+    "v_pk_add_u16": ("u16", lambda a, b: a + b), "v_pk_sub_u16": ("u16", lambda a, b: a - b),
+    "v_pk_add_i16": ("i16", lambda a, b: a + b), "v_pk_sub_i16": ("i16", lambda a, b: a - b),
+    "v_pk_mul_lo_u16": ("u16", lambda a, b: a * b),
+    "v_pk_mad_u16": ("u16", lambda a, b, c: a * b + c), "v_pk_mad_i16": ("i16", lambda a, b, c: a * b + c),
+    "v_pk_lshlrev_b16": ("u16", lambda s, x: x << (s & U16(15))),
+    "v_pk_lshrrev_b16": ("u16", lambda s, x: x >> (s & U16(15))),
+    "v_pk_ashrrev_i16": ("i16", lambda s, x: x >> (s & 15).astype(np.int16)),
+    "v_pk_max_i16": ("i16", np.maximum), "v_pk_min_i16": ("i16", np.minimum),
+    "v_pk_max_u16": ("u16", np.maximum), "v_pk_min_u16": ("u16", np.minimum),
+}
+
+
+def compile_vop3p(instr: Instr, ctx: Context) -> Run:
+    """Packed 16-bit math: each half of the result from the halves OPSEL (low) and OPSEL_HI (high) pick."""
+    f, name = instr.fields, instr.mnemonic
+    if name not in _PACKED:
+        raise ctx.unsupported(instr, "VOP3P operation not implemented")
+    typ, fn = _PACKED[name]
+    nsrc = fn.__code__.co_argcount
+    opsel, opsel_hi = f["opsel"], f["opsel_hi"] | f["opsel_hi2"] << 2
+    neg_lo, neg_hi = f["neg"], f["neg_hi"]
+    is_float = typ == "f16"
+    halves = []
+    for i in range(nsrc):
+        code = f[f"src{i}"]
+        lo = vsrc(ctx, instr, code, typ, hi=bool(opsel >> i & 1))
+        hi = vsrc(ctx, instr, code, typ, hi=bool(opsel_hi >> i & 1))
+        if fm.is_inline_constant(code):  # an inline constant feeds both halves
+            hi = lo
+        halves.append((_modifiers(lo, typ, False, is_float and bool(neg_lo >> i & 1)),
+                       _modifiers(hi, typ, False, is_float and bool(neg_hi >> i & 1))))
+    dst = f["vdst"]
+    if dst >= ctx.vgprs:
+        raise ctx.unsupported(instr, f"writes v{dst}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
+    clamp = f["clamp"] and is_float
+    dt = DTYPES[typ]
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        with np.errstate(all="ignore"):
+            lo = np.asarray(fn(*[h[0](W, w) for h in halves])).astype(dt)
+            hi = np.asarray(fn(*[h[1](W, w) for h in halves])).astype(dt)
+        if clamp:
+            lo, hi = np.clip(lo, 0, 1).astype(dt), np.clip(hi, 0, 1).astype(dt)
+        bits = lo.view(U16).astype(U32) | hi.view(U16).astype(U32) << U32(16)
+        W.v[w, dst] = np.where(lanes, bits, W.v[w, dst])
         step(W, w)
     return run
 
@@ -812,6 +909,33 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
                 _scatter_dwords(W, w, dst, lanes, data.view(U32).reshape(-1, ndw))
             step(W, w)
         return run
+    if op.startswith("load_d16_"):  # 8/16-bit load into one half of the VGPR, the other half kept
+        kind = op[len("load_d16_"):]
+        hi = kind.startswith("hi_")
+        nbytes, ext = {"u8": (1, np.uint8), "i8": (1, np.int8), "b16": (2, np.uint16)}[kind[3:] if hi else kind]
+        dst = f["vdst"]
+
+        def run(W, w):
+            lanes = W.exec_lanes(w)
+            active = address(W, w)[lanes]
+            data = _flat_load(W, w, lanes, space, active, nbytes) if flat else lanemem.load(space, active, nbytes)
+            _merge_half(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
+            step(W, w)
+        return run
+    if op.startswith("store_d16_hi_"):
+        nbytes = {"b8": 1, "b16": 2}[op[len("store_d16_hi_"):]]
+        src = f["data"]
+
+        def run(W, w):
+            lanes = W.exec_lanes(w)
+            addrs = address(W, w)[lanes]
+            data = (W.v[w, src][lanes] >> U32(16)).astype(U16).view(np.uint8).reshape(-1, 2)[:, :nbytes]
+            if flat:
+                _flat_store(W, w, lanes, space, addrs, data)
+            else:
+                lanemem.store(space, addrs, np.ascontiguousarray(data))
+            step(W, w)
+        return run
     if op.startswith("store_") and op[6:] in _STORE:
         nbytes = _STORE[op[6:]]
         src = f["data"]
@@ -839,6 +963,15 @@ def _scatter_dwords(W: Waves, w, dst: int, lanes: np.ndarray, values: np.ndarray
         full = W.v[w, dst + i]
         full[lanes] = values[:, i]
         W.v[w, dst + i] = full
+
+
+def _merge_half(W: Waves, w, dst: int, lanes: np.ndarray, vals16: np.ndarray, hi: bool) -> None:
+    """Write 16-bit values [active] into the low or high half of VGPR dst, keeping the other half."""
+    full = W.v[w, dst]
+    old = full[lanes]
+    full[lanes] = (old & U32(0x0000FFFF)) | vals16.astype(U32) << U32(16) if hi else \
+        (old & U32(0xFFFF0000)) | vals16.astype(U32)
+    W.v[w, dst] = full
 
 
 def _split_flat(W, w, lanes, addrs):
@@ -1006,6 +1139,26 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
             step(W, w)
         return run
     offset = off0 | off1 << 8
+    if op.endswith("_d16") or op.endswith("_d16_hi"):  # ds_load_u8_d16(_hi), ds_store_b16_d16_hi, ...
+        hi = op.endswith("_hi")
+        kind = op.split("_")[1]
+        nbytes = {"u8": 1, "i8": 1, "u16": 2, "b8": 1, "b16": 2}[kind]
+        if op.startswith("load_"):
+            ext = {"u8": np.uint8, "i8": np.int8, "u16": np.uint16}[kind]
+
+            def run(W, w):
+                lanes = W.exec_lanes(w)
+                data = _lds_load(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, nbytes)
+                _merge_half(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
+                step(W, w)
+            return run
+
+        def run(W, w):
+            lanes = W.exec_lanes(w)
+            data = (W.v[w, d0][lanes] >> U32(16)).astype(U16).view(np.uint8).reshape(-1, 2)[:, :nbytes]
+            _lds_store(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, np.ascontiguousarray(data))
+            step(W, w)
+        return run
     if op.startswith("load_") and op[5:] in _DS_LOAD:
         nbytes = _DS_LOAD[op[5:]]
         signed = op[5:] in ("i8", "i16")
@@ -1077,7 +1230,7 @@ def compile_mubuf(instr: Instr, ctx: Context) -> Run:
 COMPILERS = {
     "SOP1": compile_sop1, "SOP2": compile_sop2, "SOPC": compile_sopc, "SOPK": compile_sopk, "SOPP": compile_sopp,
     "SMEM": compile_smem, "VOP1": compile_valu, "VOP2": compile_valu, "VOPC": compile_valu, "VOP3": compile_valu,
-    "VOP3SD": compile_valu, "VOPD": compile_vopd, "DS": compile_ds, "FLAT": compile_flat, "GLOBAL": compile_flat,
+    "VOP3SD": compile_valu, "VOP3P": compile_vop3p, "VOPD": compile_vopd, "DS": compile_ds, "FLAT": compile_flat, "GLOBAL": compile_flat,
     "SCRATCH": compile_flat, "MUBUF": compile_mubuf,
 }
 

@@ -1,0 +1,344 @@
+"""The kernel corpus: LLVM IR compiled for the device's target and run through the full runtime path.
+
+Each kernel is plain IR so that LLVM (via llvmlite) produces the real machine code a GPU would run.
+Most kernels compute the global id as workgroup.id * hidden group size + workitem.id, the way HIP code
+does, so they also exercise the code object v5 hidden arguments.
+"""
+
+DECLS = """
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.workitem.id.y()
+declare i32 @llvm.amdgcn.workitem.id.z()
+declare i32 @llvm.amdgcn.workgroup.id.x()
+declare i32 @llvm.amdgcn.workgroup.id.y()
+declare i32 @llvm.amdgcn.workgroup.id.z()
+declare ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
+declare ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+declare void @llvm.amdgcn.s.barrier()
+declare i32 @llvm.smin.i32(i32, i32)
+declare i32 @llvm.umax.i32(i32, i32)
+declare float @llvm.fma.f32(float, float, float)
+declare float @llvm.sqrt.f32(float)
+"""
+
+# global id in x from the hidden arguments: block id * hidden_group_size_x (u16 at implicitarg + 12) + thread id
+GID_X = """
+  %tid = call i32 @llvm.amdgcn.workitem.id.x()
+  %bid = call i32 @llvm.amdgcn.workgroup.id.x()
+  %imp = call ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
+  %gsp = getelementptr i8, ptr addrspace(4) %imp, i64 12
+  %gs16 = load i16, ptr addrspace(4) %gsp, align 2
+  %gs = zext i16 %gs16 to i32
+  %base = mul i32 %bid, %gs
+  %gid = add i32 %base, %tid
+"""
+
+SAXPY = """
+define amdgpu_kernel void @saxpy(ptr addrspace(1) %x, ptr addrspace(1) %y, float %a, i32 %n) {
+entry:""" + GID_X + """
+  %ok = icmp ult i32 %gid, %n
+  br i1 %ok, label %body, label %done
+body:
+  %px = getelementptr float, ptr addrspace(1) %x, i32 %gid
+  %py = getelementptr float, ptr addrspace(1) %y, i32 %gid
+  %vx = load float, ptr addrspace(1) %px
+  %vy = load float, ptr addrspace(1) %py
+  %r = call float @llvm.fma.f32(float %a, float %vx, float %vy)
+  store float %r, ptr addrspace(1) %py
+  br label %done
+done:
+  ret void
+}
+"""
+
+INTOPS = """
+define amdgpu_kernel void @intops(ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %gid
+  %pb = getelementptr i32, ptr addrspace(1) %b, i32 %gid
+  %va = load i32, ptr addrspace(1) %pa
+  %vb = load i32, ptr addrspace(1) %pb
+  %m = mul i32 %va, %vb
+  %sh = ashr i32 %va, 3
+  %x = xor i32 %m, %sh
+  %an = and i32 %va, %vb
+  %s1 = add i32 %x, %an
+  %mn = call i32 @llvm.smin.i32(i32 %va, i32 %vb)
+  %s2 = sub i32 %s1, %mn
+  %bd = or i32 %vb, 1
+  %q = sdiv i32 %va, %bd
+  %r = urem i32 %va, %bd
+  %s3 = add i32 %s2, %q
+  %s4 = xor i32 %s3, %r
+  %lz = shl i32 %s4, 5
+  %lr = lshr i32 %s4, 27
+  %rot = or i32 %lz, %lr
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %gid
+  store i32 %rot, ptr addrspace(1) %po
+  ret void
+}
+"""
+
+INT64 = """
+define amdgpu_kernel void @int64(ptr addrspace(1) %a, ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %i = zext i32 %gid to i64
+  %pa = getelementptr i64, ptr addrspace(1) %a, i64 %i
+  %va = load i64, ptr addrspace(1) %pa
+  %m = mul i64 %va, 6364136223846793005
+  %s = lshr i64 %va, 29
+  %x = xor i64 %m, %s
+  %y = add i64 %x, 1442695040888963407
+  %j = mul i64 %i, 3
+  %po = getelementptr i64, ptr addrspace(1) %out, i64 %j
+  store i64 %y, ptr addrspace(1) %po
+  ret void
+}
+"""
+
+DIVLOOP = """
+define amdgpu_kernel void @divloop(ptr addrspace(1) %in, ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %pi = getelementptr i32, ptr addrspace(1) %in, i32 %gid
+  %v = load i32, ptr addrspace(1) %pi
+  %n = and i32 %v, 31
+  %z = icmp eq i32 %n, 0
+  br i1 %z, label %done, label %loop
+loop:
+  %k = phi i32 [ 0, %entry ], [ %k1, %loop ]
+  %acc = phi float [ 0.0, %entry ], [ %acc1, %loop ]
+  %kf = sitofp i32 %k to float
+  %t = fmul float %kf, 1.5
+  %acc1 = fadd float %acc, %t
+  %k1 = add i32 %k, 1
+  %more = icmp slt i32 %k1, %n
+  br i1 %more, label %loop, label %done
+done:
+  %res = phi float [ 0.0, %entry ], [ %acc1, %loop ]
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %gid
+  store float %res, ptr addrspace(1) %po
+  ret void
+}
+"""
+
+NESTED = """
+define amdgpu_kernel void @nested(ptr addrspace(1) %in, ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %pi = getelementptr i32, ptr addrspace(1) %in, i32 %gid
+  %x = load i32, ptr addrspace(1) %pi
+  %pos = icmp sgt i32 %x, 0
+  br i1 %pos, label %positive, label %negative
+positive:
+  %odd = and i32 %x, 1
+  %isodd = icmp ne i32 %odd, 0
+  br i1 %isodd, label %oddb, label %evenb
+oddb:
+  %t3 = mul i32 %x, 3
+  %big = icmp sgt i32 %x, 1000
+  br i1 %big, label %bigb, label %join
+bigb:
+  %t4 = sub i32 %t3, 7
+  br label %join
+evenb:
+  %h = sdiv i32 %x, 2
+  br label %join
+negative:
+  %ng = sub i32 0, %x
+  br label %join
+join:
+  %r = phi i32 [ %t3, %oddb ], [ %t4, %bigb ], [ %h, %evenb ], [ %ng, %negative ]
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %gid
+  store i32 %r, ptr addrspace(1) %po
+  ret void
+}
+"""
+
+# one sum per workgroup of 256: values staged in LDS, halved each round behind a barrier
+LDS_REDUCE = """
+@buf = internal addrspace(3) global [256 x float] undef, align 4
+
+define amdgpu_kernel void @reduce(ptr addrspace(1) %in, ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %pi = getelementptr float, ptr addrspace(1) %in, i32 %gid
+  %v = load float, ptr addrspace(1) %pi
+  %pl = getelementptr [256 x float], ptr addrspace(3) @buf, i32 0, i32 %tid
+  store float %v, ptr addrspace(3) %pl
+  call void @llvm.amdgcn.s.barrier()
+  br label %loop
+loop:
+  %s = phi i32 [ 128, %entry ], [ %s1, %next ]
+  %act = icmp ult i32 %tid, %s
+  br i1 %act, label %add, label %next
+add:
+  %o = add i32 %tid, %s
+  %po = getelementptr [256 x float], ptr addrspace(3) @buf, i32 0, i32 %o
+  %a = load float, ptr addrspace(3) %pl
+  %b = load float, ptr addrspace(3) %po
+  %c = fadd float %a, %b
+  store float %c, ptr addrspace(3) %pl
+  br label %next
+next:
+  call void @llvm.amdgcn.s.barrier()
+  %s1 = lshr i32 %s, 1
+  %cont = icmp ne i32 %s1, 0
+  br i1 %cont, label %loop, label %fin
+fin:
+  %first = icmp eq i32 %tid, 0
+  br i1 %first, label %write, label %done
+write:
+  %p0 = getelementptr [256 x float], ptr addrspace(3) @buf, i32 0, i32 0
+  %sum = load float, ptr addrspace(3) %p0
+  %pout = getelementptr float, ptr addrspace(1) %out, i32 %bid
+  store float %sum, ptr addrspace(1) %pout
+  br label %done
+done:
+  ret void
+}
+"""
+
+# a 16-bin histogram: per-workgroup bins in LDS (atomics), then global atomics; plus a global max
+ATOMICS = """
+@bins = internal addrspace(3) global [16 x i32] undef, align 4
+
+define amdgpu_kernel void @hist(ptr addrspace(1) %in, ptr addrspace(1) %hist, ptr addrspace(1) %mx) {
+entry:""" + GID_X + """
+  %small = icmp ult i32 %tid, 16
+  br i1 %small, label %zero, label %zdone
+zero:
+  %pz = getelementptr [16 x i32], ptr addrspace(3) @bins, i32 0, i32 %tid
+  store i32 0, ptr addrspace(3) %pz
+  br label %zdone
+zdone:
+  call void @llvm.amdgcn.s.barrier()
+  %pi = getelementptr i32, ptr addrspace(1) %in, i32 %gid
+  %v = load i32, ptr addrspace(1) %pi
+  %bin = and i32 %v, 15
+  %pb = getelementptr [16 x i32], ptr addrspace(3) @bins, i32 0, i32 %bin
+  %old = atomicrmw add ptr addrspace(3) %pb, i32 1 monotonic
+  %m = atomicrmw umax ptr addrspace(1) %mx, i32 %v monotonic
+  call void @llvm.amdgcn.s.barrier()
+  br i1 %small, label %flush, label %done
+flush:
+  %pl = getelementptr [16 x i32], ptr addrspace(3) @bins, i32 0, i32 %tid
+  %cnt = load i32, ptr addrspace(3) %pl
+  %pg = getelementptr i32, ptr addrspace(1) %hist, i32 %tid
+  %o2 = atomicrmw add ptr addrspace(1) %pg, i32 %cnt monotonic
+  br label %done
+done:
+  ret void
+}
+"""
+
+FP16 = """
+define amdgpu_kernel void @fp16(ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %c,
+                                ptr addrspace(1) %pk) {
+entry:""" + GID_X + """
+  %pa = getelementptr half, ptr addrspace(1) %a, i32 %gid
+  %pb = getelementptr half, ptr addrspace(1) %b, i32 %gid
+  %pc = getelementptr half, ptr addrspace(1) %c, i32 %gid
+  %va = load half, ptr addrspace(1) %pa
+  %vb = load half, ptr addrspace(1) %pb
+  %vc = load half, ptr addrspace(1) %pc
+  %m = fmul half %va, %vb
+  %s = fadd half %m, %vc
+  store half %s, ptr addrspace(1) %pc
+  %pp = getelementptr <2 x half>, ptr addrspace(1) %pk, i32 %gid
+  %vp = load <2 x half>, ptr addrspace(1) %pp
+  %sq = fmul <2 x half> %vp, %vp
+  %ad = fadd <2 x half> %sq, <half 1.0, half 2.0>
+  store <2 x half> %ad, ptr addrspace(1) %pp
+  ret void
+}
+"""
+
+GRID3D = """
+define amdgpu_kernel void @grid3d(ptr addrspace(1) %out, i32 %nx, i32 %ny) {
+entry:
+  %imp = call ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
+  %gxp = getelementptr i8, ptr addrspace(4) %imp, i64 12
+  %gyp = getelementptr i8, ptr addrspace(4) %imp, i64 14
+  %gzp = getelementptr i8, ptr addrspace(4) %imp, i64 16
+  %gx16 = load i16, ptr addrspace(4) %gxp, align 2
+  %gy16 = load i16, ptr addrspace(4) %gyp, align 2
+  %gz16 = load i16, ptr addrspace(4) %gzp, align 2
+  %gx = zext i16 %gx16 to i32
+  %gy = zext i16 %gy16 to i32
+  %gz = zext i16 %gz16 to i32
+  %tx = call i32 @llvm.amdgcn.workitem.id.x()
+  %ty = call i32 @llvm.amdgcn.workitem.id.y()
+  %tz = call i32 @llvm.amdgcn.workitem.id.z()
+  %bx = call i32 @llvm.amdgcn.workgroup.id.x()
+  %by = call i32 @llvm.amdgcn.workgroup.id.y()
+  %bz = call i32 @llvm.amdgcn.workgroup.id.z()
+  %x0 = mul i32 %bx, %gx
+  %x = add i32 %x0, %tx
+  %y0 = mul i32 %by, %gy
+  %y = add i32 %y0, %ty
+  %z0 = mul i32 %bz, %gz
+  %z = add i32 %z0, %tz
+  %zy = mul i32 %z, %ny
+  %zyy = add i32 %zy, %y
+  %row = mul i32 %zyy, %nx
+  %idx = add i32 %row, %x
+  %v0 = mul i32 %z, 1000000
+  %v1 = mul i32 %y, 1000
+  %v2 = add i32 %v0, %v1
+  %v = add i32 %v2, %x
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %idx
+  store i32 %v, ptr addrspace(1) %po
+  ret void
+}
+"""
+
+# writes, per thread, what the dispatch packet and hidden arguments say about the launch
+LAUNCH_INFO = """
+define amdgpu_kernel void @launch_info(ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %dp = call ptr addrspace(4) @llvm.amdgcn.dispatch.ptr()
+  %wsp = getelementptr i8, ptr addrspace(4) %dp, i64 4
+  %ws16 = load i16, ptr addrspace(4) %wsp, align 2
+  %ws = zext i16 %ws16 to i32
+  %gridp = getelementptr i8, ptr addrspace(4) %dp, i64 12
+  %grid = load i32, ptr addrspace(4) %gridp, align 4
+  %bcp = getelementptr i8, ptr addrspace(4) %imp, i64 0
+  %blocks = load i32, ptr addrspace(4) %bcp, align 4
+  %rmp = getelementptr i8, ptr addrspace(4) %imp, i64 18
+  %rm16 = load i16, ptr addrspace(4) %rmp, align 2
+  %rm = zext i16 %rm16 to i32
+  %i4 = mul i32 %gid, 5
+  %p0 = getelementptr i32, ptr addrspace(1) %out, i32 %i4
+  store i32 %gid, ptr addrspace(1) %p0
+  %i5 = add i32 %i4, 1
+  %p1 = getelementptr i32, ptr addrspace(1) %out, i32 %i5
+  store i32 %ws, ptr addrspace(1) %p1
+  %i6 = add i32 %i4, 2
+  %p2 = getelementptr i32, ptr addrspace(1) %out, i32 %i6
+  store i32 %grid, ptr addrspace(1) %p2
+  %i7 = add i32 %i4, 3
+  %p3 = getelementptr i32, ptr addrspace(1) %out, i32 %i7
+  store i32 %blocks, ptr addrspace(1) %p3
+  %i8 = add i32 %i4, 4
+  %p4 = getelementptr i32, ptr addrspace(1) %out, i32 %i8
+  store i32 %rm, ptr addrspace(1) %p4
+  ret void
+}
+"""
+
+MATH = """
+define amdgpu_kernel void @math(ptr addrspace(1) %a, ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %gid
+  %x = load float, ptr addrspace(1) %pa
+  %d = fdiv float 1.0, %x
+  %q = fdiv float %x, 3.0
+  %s = call float @llvm.sqrt.f32(float %x)
+  %t0 = fadd float %d, %q
+  %t1 = fadd float %t0, %s
+  %i = fptosi float %x to i32
+  %f = sitofp i32 %i to float
+  %t2 = fadd float %t1, %f
+  %po = getelementptr float, ptr addrspace(1) %out, i32 %gid
+  store float %t2, ptr addrspace(1) %po
+  ret void
+}
+"""

@@ -1,0 +1,166 @@
+"""Real kernels through the whole path: LLVM IR -> code object -> load_program -> PM4 dispatch -> results,
+compared with numpy. On --device=sim the shader core executes the machine code."""
+import functools
+
+import numpy as np
+import pytest
+
+import kernels as K
+from hcqsim.compiler import compile_llvm
+
+
+@functools.lru_cache(maxsize=None)
+def _code_object(ir: str, arch: str) -> bytes:
+    return compile_llvm(ir + K.DECLS, arch)
+
+
+def run(device, ir, name, args, global_size, local_size):
+    program = device.load_program(_code_object(ir, device.target), name)
+    done = device.new_signal(0)
+    device.compute_queue().exec(program, args, global_size, local_size).signal(done, 1).submit()
+    done.wait(1)
+
+
+def buffer_of(device, array: np.ndarray):
+    buf = device.alloc(max(array.nbytes, 4))
+    buf.view[:array.nbytes] = array.view(np.uint8).reshape(-1)
+    return buf
+
+
+def array_of(buf, dtype, n):
+    return buf.view[:np.dtype(dtype).itemsize * n].view(dtype)
+
+
+RNG = np.random.default_rng(7)
+
+
+def test_saxpy_matches_numpy_with_a_bounds_check(device):
+    n = 1000  # not a multiple of the group: the tail threads are masked by the kernel's own check
+    x, y = RNG.random(n, np.float32), RNG.random(n, np.float32)
+    bx, by = buffer_of(device, x), buffer_of(device, y)
+    run(device, K.SAXPY, "saxpy", [bx, by, 2.5, n], 1024, 128)
+    expect = (np.float64(2.5) * x.astype(np.float64) + y).astype(np.float32)  # one rounding, as fma
+    assert np.array_equal(array_of(by, np.float32, n), expect)
+
+
+def test_integer_and_bit_ops_match_numpy(device):
+    n = 512
+    a = RNG.integers(-2 ** 31, 2 ** 31, n, dtype=np.int64).astype(np.int32)
+    b = RNG.integers(-2 ** 31, 2 ** 31, n, dtype=np.int64).astype(np.int32)
+    out = device.alloc(4 * n)
+    run(device, K.INTOPS, "intops", [buffer_of(device, a), buffer_of(device, b), out], n, 64)
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    m = (a64 * b64) & 0xFFFFFFFF
+    x = m ^ ((a64 >> 3) & 0xFFFFFFFF)
+    s2 = (x + (a64 & b64 & 0xFFFFFFFF) - np.minimum(a64, b64)) & 0xFFFFFFFF
+    bd = b64 | 1
+    q = np.sign(a64) * np.sign(bd) * (np.abs(a64) // np.abs(bd))  # C division truncates toward zero
+    r = (a64 & 0xFFFFFFFF) % (bd & 0xFFFFFFFF)
+    s4 = ((s2 + q) & 0xFFFFFFFF) ^ r
+    rot = ((s4 << 5) | (s4 >> 27)) & 0xFFFFFFFF
+    assert np.array_equal(array_of(out, np.uint32, n), rot.astype(np.uint32))
+
+
+def test_64bit_arithmetic_and_addressing(device):
+    n = 256
+    a = RNG.integers(0, 2 ** 63, n, dtype=np.uint64)
+    out = device.alloc(8 * 3 * n)
+    run(device, K.INT64, "int64", [buffer_of(device, a), out], n, 64)
+    with np.errstate(over="ignore"):
+        expect = (a * np.uint64(6364136223846793005)) ^ (a >> np.uint64(29))
+        expect = expect + np.uint64(1442695040888963407)
+    got = array_of(out, np.uint64, 3 * n)
+    assert np.array_equal(got[::3], expect)
+    assert not got[1::3].any() and not got[2::3].any()  # stride-3 stores touched nothing else
+
+
+def test_divergent_loop_with_per_lane_trip_counts(device):
+    n = 256
+    v = RNG.integers(0, 1000, n, dtype=np.int32)
+    out = device.alloc(4 * n)
+    run(device, K.DIVLOOP, "divloop", [buffer_of(device, v), out], n, 64)
+    expect = np.zeros(n, np.float32)
+    for i, t in enumerate(v):
+        acc = np.float32(0)
+        for k in range(t & 31):
+            acc = np.float32(acc + np.float32(np.float32(k) * np.float32(1.5)))
+        expect[i] = acc
+    assert np.array_equal(array_of(out, np.float32, n), expect)
+
+
+def test_nested_branches(device):
+    x = np.array(list(range(-40, 40)) + [1001, 1003, 2000, -5000] + [7] * 44, np.int32)
+    n = x.size
+    out = device.alloc(4 * n)
+    run(device, K.NESTED, "nested", [buffer_of(device, x), out], n, 32)
+    x64 = x.astype(np.int64)
+    t3 = x64 * 3
+    expect = np.where(x64 > 0, np.where(x64 & 1, np.where(x64 > 1000, t3 - 7, t3), x64 // 2), -x64)
+    assert np.array_equal(array_of(out, np.int32, n), expect.astype(np.int32))
+
+
+def test_lds_reduction_with_barriers_in_a_loop(device):
+    groups = 8
+    v = RNG.integers(0, 100, 256 * groups).astype(np.float32)  # integers: every summation order is exact
+    out = device.alloc(4 * groups)
+    run(device, K.LDS_REDUCE, "reduce", [buffer_of(device, v), out], 256 * groups, 256)
+    assert np.array_equal(array_of(out, np.float32, groups), v.reshape(groups, 256).sum(axis=1))
+
+
+def test_global_and_lds_atomics_build_a_histogram(device):
+    n = 1024
+    v = RNG.integers(0, 1 << 20, n).astype(np.uint32)
+    hist, mx = device.alloc(64), device.alloc(4)
+    hist.view[:] = 0
+    mx.view[:] = 0
+    run(device, K.ATOMICS, "hist", [buffer_of(device, v), hist, mx], n, 256)
+    assert np.array_equal(array_of(hist, np.uint32, 16), np.bincount(v & 15, minlength=16).astype(np.uint32))
+    assert array_of(mx, np.uint32, 1)[0] == v.max()
+
+
+def test_fp16_scalar_and_packed(device):
+    n = 128
+    a, b, c = (RNG.random(n).astype(np.float16) for _ in range(3))
+    pk = RNG.random(2 * n).astype(np.float16)
+    bc, bpk = buffer_of(device, c), buffer_of(device, pk)
+    run(device, K.FP16, "fp16", [buffer_of(device, a), buffer_of(device, b), bc, bpk], n, 64)
+    expect = (a * b).astype(np.float16) + c  # two f16 roundings (LLVM may fuse: allow one ulp)
+    got = array_of(bc, np.float16, n)
+    assert np.allclose(got.astype(np.float32), expect.astype(np.float32), rtol=2 ** -10, atol=2 ** -14)
+    sq = (pk * pk).astype(np.float16) + np.tile(np.array([1.0, 2.0], np.float16), n)
+    assert np.allclose(array_of(bpk, np.float16, 2 * n).astype(np.float32), sq.astype(np.float32),
+                       rtol=2 ** -10, atol=2 ** -14)
+
+
+@pytest.mark.parametrize("global_size, local_size", [((32, 16, 1), (8, 8, 1)), ((8, 6, 4), (4, 2, 2)),
+                                                     ((20, 6, 3), (8, 4, 2))])
+def test_2d_and_3d_grids_including_partial_workgroups(device, global_size, local_size):
+    nx, ny, nz = global_size
+    out = device.alloc(4 * nx * ny * nz)
+    out.view[:] = 0xFF
+    run(device, K.GRID3D, "grid3d", [out, nx, ny], global_size, local_size)
+    z, y, x = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+    assert np.array_equal(array_of(out, np.int32, nx * ny * nz).reshape(nz, ny, nx), z * 1000000 + y * 1000 + x)
+
+
+def test_partial_workgroup_and_dispatch_packet_and_hidden_arguments(device):
+    n, local = 1000, 64
+    out = device.alloc(4 * 5 * 1024)
+    out.view[:] = 0xEE
+    run(device, K.LAUNCH_INFO, "launch_info", [out], n, local)
+    rows = array_of(out, np.uint32, 5 * 1024).reshape(1024, 5)
+    assert np.array_equal(rows[:n, 0], np.arange(n))
+    assert (rows[:n, 1] == local).all()  # dispatch packet workgroup_size_x
+    assert (rows[:n, 2] == n).all()  # dispatch packet grid_size_x (work-items)
+    assert (rows[:n, 3] == -(-n // local)).all()  # hidden_block_count_x
+    assert (rows[:n, 4] == n % local).all()  # hidden_remainder_x
+    assert (rows[n:] == 0xEEEEEEEE).all()  # the partial group launched only its 1000 - 960 threads
+
+
+def test_division_sqrt_and_conversions(device):
+    n = 256
+    x = (RNG.random(n) * 100 + 0.5).astype(np.float32)
+    out = device.alloc(4 * n)
+    run(device, K.MATH, "math", [buffer_of(device, x), out], n, 64)
+    expect = (np.float32(1) / x) + (x / np.float32(3)) + np.sqrt(x) + np.trunc(x)
+    assert np.allclose(array_of(out, np.float32, n), expect, rtol=1e-6)
