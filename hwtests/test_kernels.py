@@ -5,7 +5,7 @@ import functools
 import numpy as np
 import pytest
 
-import kernels as K
+import kernel_corpus as K
 from hcqsim.compiler import compile_llvm
 
 

@@ -14,7 +14,7 @@ from elftools.elf.elffile import ELFFile
 from hcqsim.codeobject import CodeObject, decode_descriptor, unpack_msgpack
 from hcqsim.compiler import compile_llvm
 
-from kernels import DECLS, VADD, VADD_BODY, VADD_SIG  # noqa: E402  (tests/kernels.py)
+from ir_samples import DECLS, VADD, VADD_BODY, VADD_SIG  # noqa: E402  (tests/ir_samples.py)
 
 # Every implicit input off. In LLVM 22 the workgroup id Y/Z SGPRs also need the cluster-id attributes.
 NO_IMPLICIT = ('"amdgpu-no-dispatch-ptr" "amdgpu-no-queue-ptr" "amdgpu-no-dispatch-id" "amdgpu-no-implicitarg-ptr" '

@@ -13,7 +13,7 @@ from hcqsim import compiler
 from hcqsim.compiler import (AssemblerUnavailableError, assemble_instructions, assemble_listing, compile_llvm,
                              target_machine)
 
-from kernels import VADD  # noqa: E402  (tests/kernels.py)
+from ir_samples import VADD  # noqa: E402  (tests/ir_samples.py)
 
 EM_AMDGPU = 224
 
