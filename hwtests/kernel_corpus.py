@@ -342,3 +342,69 @@ entry:""" + GID_X + """
   ret void
 }
 """
+
+# C = A @ B for square n (a multiple of 16): 16x16 workgroups stage 16x16 tiles of A and B in LDS
+MATMUL = """
+@ta = internal addrspace(3) global [256 x float] undef, align 4
+@tb = internal addrspace(3) global [256 x float] undef, align 4
+
+define amdgpu_kernel void @matmul(ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %c, i32 %n) {
+entry:
+  %tx = call i32 @llvm.amdgcn.workitem.id.x()
+  %ty = call i32 @llvm.amdgcn.workitem.id.y()
+  %bx = call i32 @llvm.amdgcn.workgroup.id.x()
+  %by = call i32 @llvm.amdgcn.workgroup.id.y()
+  %col0 = shl i32 %bx, 4
+  %col = add i32 %col0, %tx
+  %row0 = shl i32 %by, 4
+  %row = add i32 %row0, %ty
+  %lidx0 = shl i32 %ty, 4
+  %lidx = add i32 %lidx0, %tx
+  %pta = getelementptr [256 x float], ptr addrspace(3) @ta, i32 0, i32 %lidx
+  %ptb = getelementptr [256 x float], ptr addrspace(3) @tb, i32 0, i32 %lidx
+  %rown = mul i32 %row, %n
+  br label %tile
+tile:
+  %t = phi i32 [ 0, %entry ], [ %t1, %tile_end ]
+  %acc = phi float [ 0.0, %entry ], [ %acc2, %tile_end ]
+  %ac = add i32 %t, %tx
+  %ai = add i32 %rown, %ac
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %ai
+  %va = load float, ptr addrspace(1) %pa
+  store float %va, ptr addrspace(3) %pta
+  %br = add i32 %t, %ty
+  %brn = mul i32 %br, %n
+  %bi = add i32 %brn, %col
+  %pb = getelementptr float, ptr addrspace(1) %b, i32 %bi
+  %vb = load float, ptr addrspace(1) %pb
+  store float %vb, ptr addrspace(3) %ptb
+  call void @llvm.amdgcn.s.barrier()
+  br label %inner
+inner:
+  %k = phi i32 [ 0, %tile ], [ %k1, %inner ]
+  %acc1 = phi float [ %acc, %tile ], [ %accn, %inner ]
+  %ak0 = shl i32 %ty, 4
+  %ak = add i32 %ak0, %k
+  %pak = getelementptr [256 x float], ptr addrspace(3) @ta, i32 0, i32 %ak
+  %bk0 = shl i32 %k, 4
+  %bk = add i32 %bk0, %tx
+  %pbk = getelementptr [256 x float], ptr addrspace(3) @tb, i32 0, i32 %bk
+  %x = load float, ptr addrspace(3) %pak
+  %y = load float, ptr addrspace(3) %pbk
+  %accn = call float @llvm.fma.f32(float %x, float %y, float %acc1)
+  %k1 = add i32 %k, 1
+  %kd = icmp eq i32 %k1, 16
+  br i1 %kd, label %tile_end, label %inner
+tile_end:
+  %acc2 = phi float [ %accn, %inner ]
+  call void @llvm.amdgcn.s.barrier()
+  %t1 = add i32 %t, 16
+  %td = icmp uge i32 %t1, %n
+  br i1 %td, label %done, label %tile
+done:
+  %ci = add i32 %rown, %col
+  %pc = getelementptr float, ptr addrspace(1) %c, i32 %ci
+  store float %acc2, ptr addrspace(1) %pc
+  ret void
+}
+"""

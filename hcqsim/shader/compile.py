@@ -588,14 +588,19 @@ def sdst_writer(ctx: Context, instr: Instr, reg: int, dwords: int) -> Callable:
         return lambda W, w, v: None
     if reg >= 128 or (reg > 105 and reg not in (VCC, VCC + 1, M0, EXEC, EXEC + 1) and not 108 <= reg < 124):
         raise ctx.unsupported(instr, f"scalar destination {reg} is not writable")
+    touches_exec = reg in (EXEC, EXEC + 1) or (dwords == 2 and reg + 1 == EXEC)
     if dwords == 2:
         def write64(W, w, v):
             v = np.asarray(v).astype(U64)
             W.s[w, reg] = (v & U64(0xFFFFFFFF)).astype(U32)
             W.s[w, reg + 1] = (v >> U64(32)).astype(U32)
+            if touches_exec:
+                W.exec_written()
         return write64
     def write32(W, w, v):
         W.s[w, reg] = np.asarray(v).astype(U32)
+        if touches_exec:
+            W.exec_written()
     return write32
 
 
@@ -855,6 +860,8 @@ def compile_smem(instr: Instr, ctx: Context) -> Run:
         addr = addr & ~U64(3)  # scalar loads are dword aligned
         data = lanemem.load(space, addr, 4 * n).view(U32)
         W.s[w, dst:dst + n] = data.reshape(-1, n)
+        if dst <= EXEC + 1 and EXEC < dst + n:
+            W.exec_written()
         step(W, w)
     return run
 

@@ -51,7 +51,8 @@ class ShaderCore:
         vgprs = ((d.rsrc1 & 0x3F) + 1) * VGPR_GRANULE[lanes]
         group_threads = d.group_size[0] * d.group_size[1] * d.group_size[2]
         waves_per_group = -(-group_threads // lanes)
-        groups = [(x, y, z) for z in range(d.groups[2]) for y in range(d.groups[1]) for x in range(d.groups[0])]
+        gz, gy, gx = np.meshgrid(*(np.arange(n, dtype=np.int64) for n in reversed(d.groups)), indexing="ij")
+        groups = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], axis=1)  # x fastest, as the CP walks them
         per_wave = vgprs * lanes * 4 + 1024
         batch_groups = max(1, BATCH_BYTES // (per_wave * waves_per_group))
         ctx = Context(lanes, vgprs, self.gpu.memory, f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}")
@@ -85,7 +86,7 @@ class ShaderCore:
         W = Waves(n, lanes, vgprs, len(batch), max(d.lds_bytes, 4))
         user = d.user_data
         W.s[:, :len(user)] = np.array(user, np.uint32)
-        gids = np.repeat(np.array(batch, np.int64), wpg, axis=0)  # [n, 3] workgroup ids
+        gids = np.repeat(batch, wpg, axis=0)  # [n, 3] workgroup ids
         W.group[:] = np.repeat(np.arange(len(batch)), wpg)
         sgpr = len(user)
         for dim, key in enumerate(("tgid_x_en", "tgid_y_en", "tgid_z_en")):
@@ -93,10 +94,9 @@ class ShaderCore:
                 W.s[:, sgpr] = (gids[:, dim] + d.start[dim]).astype(np.uint32)
                 sgpr += 1
         # the threads of each workgroup (a trailing partial group is smaller)
-        sizes = np.array([[p if (p and g == n_g - 1) else full
-                           for g, n_g, full, p in zip(gid, d.groups, d.group_size, d.partial_size)]
-                          for gid in batch], np.int64)
-        sizes = np.repeat(sizes, wpg, axis=0)
+        last = gids == np.array(d.groups, np.int64) - 1
+        partial = np.array(d.partial_size, np.int64)
+        sizes = np.where(last & (partial > 0), partial, np.array(d.group_size, np.int64))
         wave_in_group = np.tile(np.arange(wpg), len(batch))
         t = wave_in_group[:, None] * lanes + np.arange(lanes)[None, :]  # linear thread id in the group
         sx, sy = sizes[:, 0:1], sizes[:, 1:2]

@@ -155,7 +155,8 @@ def _sop1(ins: Instr) -> str:
 
 def _sop2(ins: Instr) -> str:
     f, (d, (s0, s1)) = ins.fields, _shape(ins)
-    return f"{sgpr_operand(f['sdst'], d)}, {operand(f['ssrc0'], s0, ins.literal)}, {operand(f['ssrc1'], s1, ins.literal)}"
+    srcs = f"{operand(f['ssrc0'], s0, ins.literal)}, {operand(f['ssrc1'], s1, ins.literal)}"
+    return f"{sgpr_operand(f['sdst'], d)}, {srcs}"
 
 
 def _sopc(ins: Instr) -> str:
@@ -270,7 +271,7 @@ def _src0_e32(ins: Instr, width, mods: bool = True) -> str:
 
 def _vsrc1_e32(ins: Instr, width) -> str:
     text = _vgpr_e32(ins.fields["vsrc1"], width)
-    if ins.fields.get("src0") == fm.DPP16:
+    if ins.fields.get("src0") == fm.DPP16 and "dpp" in ins.fields:
         dpp = ins.fields["dpp"]
         text = _mods(text, dpp >> 22 & 1, dpp >> 23 & 1)
     return text
@@ -343,7 +344,7 @@ def _vop3(ins: Instr) -> str:
             text = operand(code, ops.dwords(w), ins.literal)
         parts.append(_mods(text, neg >> i & 1, abs_ >> i & 1))
     text = ", ".join(parts)
-    if opsel:
+    if opsel and name not in ops.OPSEL_IN_NAMES_ONLY:
         bits = [opsel >> i & 1 for i in range(len(srcs))] + [opsel >> 3 & 1]
         text += " op_sel:[" + ",".join(map(str, bits)) + "]"
     if f["clamp"]:
@@ -456,7 +457,9 @@ def _ds(ins: Instr) -> str:
         parts.append(vgpr(f["data1"], d1))
     text = ", ".join(parts)
     if "2addr" in ins.mnemonic:
-        text += (f" offset0:{f['offset0']}" if f["offset0"] else "") + (f" offset1:{f['offset1']}" if f["offset1"] else "")
+        for name in ("offset0", "offset1"):
+            if f[name]:
+                text += f" {name}:{f[name]}"
     else:
         offset = f["offset1"] << 8 | f["offset0"]
         if offset:

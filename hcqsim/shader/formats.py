@@ -19,6 +19,7 @@ dword when a VALU src0 is 250 (DPP16) or 233/234 (DPP8). VOPD shares one literal
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 from ..fields import F, PacketFormat
 
@@ -48,8 +49,9 @@ INV_2PI_BITS = {16: 0x3118, 32: 0x3E22F983, 64: 0x3FC45F306DC9C882}
 SPECIAL_OPERANDS = {VCC_LO: "vcc_lo", VCC_HI: "vcc_hi", NULL: "null", M0: "m0", EXEC_LO: "exec_lo",
                     EXEC_HI: "exec_hi", SRC_SHARED_BASE: "src_shared_base", SRC_SHARED_LIMIT: "src_shared_limit",
                     SRC_PRIVATE_BASE: "src_private_base", SRC_PRIVATE_LIMIT: "src_private_limit",
-                    SRC_POPS_EXITING_WAVE_ID: "src_pops_exiting_wave_id", SRC_VCCZ: "src_vccz",
-                    SRC_EXECZ: "src_execz", SRC_SCC: "src_scc", SRC_LDS_DIRECT: "src_lds_direct"}
+                    SRC_SCC: "src_scc"}
+# 239 (pops_exiting_wave_id), 251 (vccz), 252 (execz) and 254 (lds_direct) are not gfx11 operands (LLVM
+# rejects them for gfx1100); the disassembler prints them as invalid
 
 
 def inline_int(code: int) -> int | None:
@@ -90,7 +92,9 @@ def is_inline_constant(code: int) -> bool:
 # --- the format families ---------------------------------------------------------------------------------
 
 def _fmt(name: str, enc: int, fields, size: int, doc: str = "") -> PacketFormat:
-    return PacketFormat(name, enc, tuple(fields), size=size, doc=doc)
+    """A family table; its `encoding` field defaults to the family's fixed bits, so `encode` builds valid words."""
+    fields = tuple(replace(f, default=enc) if f.name == "encoding" else f for f in fields)
+    return PacketFormat(name, enc, fields, size=size, doc=doc)
 
 
 VOP3_SRCS = (F("src0", 1, 8, 0), F("src1", 1, 17, 9), F("src2", 1, 26, 18))

@@ -29,7 +29,7 @@ def resolve(space: AddressSpace, addrs: np.ndarray, nbytes: int, access: str) ->
     m = space.find(lo)
     attr = _ACCESS_ATTR[access]
     if m is not None and hi + nbytes <= m.end and getattr(m, attr):
-        return [(m, np.arange(addrs.size))]
+        return [(m, slice(None))]
     maps = space.mappings()
     starts = np.array([x.start for x in maps], dtype=np.uint64) if maps else np.zeros(0, np.uint64)
     ends = np.array([x.end for x in maps], dtype=np.uint64) if maps else np.zeros(0, np.uint64)
@@ -47,11 +47,28 @@ def resolve(space: AddressSpace, addrs: np.ndarray, nbytes: int, access: str) ->
     return [(maps[i], np.nonzero(idx == i)[0]) for i in np.unique(idx)]
 
 
+def _view32(m: Mapping) -> np.ndarray:
+    view = m.__dict__.get("np32")
+    if view is None:
+        view = m.np32 = _view(m)[: (m.end - m.start) // 4 * 4].view(np.uint32)
+    return view
+
+
+def _dword_offsets(addrs: np.ndarray, m: Mapping, ndw: int) -> np.ndarray:
+    return ((addrs - np.uint64(m.start)) >> np.uint64(2)).astype(np.int64)[:, None] + np.arange(ndw)
+
+
 def load(space: AddressSpace, addrs: np.ndarray, nbytes: int) -> np.ndarray:
     """uint8 [len(addrs), nbytes]: the bytes at each address."""
+    groups = resolve(space, addrs, nbytes, "read")
+    if nbytes % 4 == 0 and not (addrs & np.uint64(3)).any():  # dword-aligned: gather whole dwords
+        out32 = np.empty((addrs.size, nbytes // 4), np.uint32)
+        for m, sel in groups:
+            out32[sel] = _view32(m)[_dword_offsets(addrs[sel], m, nbytes // 4)]
+        return out32.view(np.uint8)
     out = np.empty((addrs.size, nbytes), np.uint8)
     span = np.arange(nbytes, dtype=np.uint64)
-    for m, sel in resolve(space, addrs, nbytes, "read"):
+    for m, sel in groups:
         off = (addrs[sel] - np.uint64(m.start))[:, None] + span
         out[sel] = _view(m)[off.astype(np.int64)]
     return out
@@ -60,8 +77,14 @@ def load(space: AddressSpace, addrs: np.ndarray, nbytes: int) -> np.ndarray:
 def store(space: AddressSpace, addrs: np.ndarray, data: np.ndarray) -> None:
     """Write uint8 [len(addrs), nbytes] rows; for lanes hitting the same bytes the highest lane lands last."""
     nbytes = data.shape[1]
+    groups = resolve(space, addrs, nbytes, "write")
+    if nbytes % 4 == 0 and not (addrs & np.uint64(3)).any():
+        data32 = np.ascontiguousarray(data).view(np.uint32)
+        for m, sel in groups:
+            _view32(m)[_dword_offsets(addrs[sel], m, nbytes // 4)] = data32[sel]
+        return
     span = np.arange(nbytes, dtype=np.uint64)
-    for m, sel in resolve(space, addrs, nbytes, "write"):
+    for m, sel in groups:
         off = (addrs[sel] - np.uint64(m.start))[:, None] + span
         _view(m)[off.astype(np.int64)] = data[sel]
 

@@ -46,7 +46,8 @@ VOPD = {
 }
 VOPD_X_MAX = 0x0d  # opx is a 4-bit field; LLVM accepts 0..13 as X
 
-# SOP1 (op [15:8]). Shape "D:S": sdst and ssrc0 widths in dwords; empty = not an operand; m = sendmsg(...) immediate in ssrc0
+# SOP1 (op [15:8]). Shape "D:S": sdst and ssrc0 widths in dwords; empty = not an operand;
+# m = a sendmsg(...) immediate in ssrc0
 SOP1 = {
     0x000: ('s_mov_b32', '1:1'),
     0x001: ('s_mov_b64', '2:2'),
@@ -193,7 +194,8 @@ SOPC = {
     0x011: ('s_cmp_lg_u64', ':2,2'),
 }
 
-# SOPK (op [27:23]). Shape = how simm16 (and sdst) print: k (sdst, hex), x (hex only), call (sdst pair, decimal), loop (sdst, decimal), waitcnt (sdst, hex), getreg/setreg/setreg_imm (hwreg(...); setreg_imm has a literal)
+# SOPK (op [27:23]). Shape = how simm16 (and sdst) print: k (sdst, hex), x (hex only), call (sdst pair, decimal),
+# loop (sdst, decimal), waitcnt (sdst, hex), getreg/setreg/setreg_imm (hwreg(...); setreg_imm has a literal)
 SOPK = {
     0x000: ('s_movk_i32', 'k'),
     0x001: ('s_version', 'x'),
@@ -224,7 +226,8 @@ SOPK = {
     0x01b: ('s_waitcnt_lgkmcnt', 'waitcnt'),
 }
 
-# SOPP (op [22:16]). Shape = how simm16 prints: opt (only when nonzero), d (decimal), x (hex), br (signed dword offset), waitcnt, delay, sendmsg, depctr
+# SOPP (op [22:16]). Shape = how simm16 prints: opt (only when nonzero), d (decimal), x (hex),
+# br (signed dword offset), waitcnt, delay, sendmsg, depctr
 SOPP = {
     0x000: ('s_nop', 'd'),
     0x001: ('s_setkill', 'd'),
@@ -1469,6 +1472,8 @@ TABLES = {"SOP1": SOP1, "SOP2": SOP2, "SOPC": SOPC, "SOPK": SOPK, "SOPP": SOPP, 
 VOP3_OFFSET = {"VOPC": 0x000, "VOP2": 0x100, "VOP1": 0x180}
 # LLVM prints these without an _e32/_e64 suffix although both encodings exist
 NO_SUFFIX = frozenset({"v_nop", "v_pipeflush"})
+# VOP3 instructions whose op_sel LLVM shows only through the .l/.h register names (no op_sel:[...])
+OPSEL_IN_NAMES_ONLY = frozenset({"v_cndmask_b16"})
 
 
 def lookup(family: str, op: int) -> tuple[str, str] | None:

@@ -32,6 +32,7 @@ class Waves:
         self.lds = np.zeros((groups, max(lds_bytes, 4)), np.uint8)
         self.lane_ids = np.arange(lanes, dtype=np.uint64)
         self.lane_bits = (np.uint64(1) << self.lane_ids).astype(np.uint64)
+        self._exec_cache = None
 
     # -- masks -------------------------------------------------------------------------------------
 
@@ -47,10 +48,20 @@ class Waves:
         return (self.mask64(w, reg)[:, None] & self.lane_bits) != 0
 
     def exec_lanes(self, w) -> np.ndarray:
+        """EXEC as bool [nw, lanes]; cached for the whole-batch selection until EXEC is written."""
+        if isinstance(w, slice):
+            if self._exec_cache is None:
+                self._exec_cache = self.lanes_of(w, EXEC)
+            return self._exec_cache
         return self.lanes_of(w, EXEC)
+
+    def exec_written(self) -> None:
+        self._exec_cache = None
 
     def set_mask(self, w, reg: int, lanes: np.ndarray) -> None:
         """Write bool [nw, lanes] as a lane mask into SGPR reg (and reg+1 for wave64)."""
+        if reg in (EXEC, EXEC + 1):
+            self._exec_cache = None
         bits = (lanes.astype(np.uint64) * self.lane_bits).sum(axis=1, dtype=np.uint64)
         self.s[w, reg] = (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         if self.lanes == 64:
