@@ -408,3 +408,26 @@ done:
   ret void
 }
 """
+
+# stores through a pointer argument the test makes bad
+STORE_TO = """
+define amdgpu_kernel void @store_to(ptr addrspace(1) %p) {
+entry:""" + GID_X + """
+  %q = getelementptr i32, ptr addrspace(1) %p, i32 %gid
+  store i32 %gid, ptr addrspace(1) %q
+  ret void
+}
+"""
+
+# a cross-lane permute through LDS hardware (ds_bpermute_b32): not implemented by the shader core yet
+BPERMUTE = """
+declare i32 @llvm.amdgcn.ds.bpermute(i32, i32)
+define amdgpu_kernel void @bpermute(ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %addr = shl i32 %tid, 2
+  %v = call i32 @llvm.amdgcn.ds.bpermute(i32 %addr, i32 %gid)
+  %q = getelementptr i32, ptr addrspace(1) %out, i32 %gid
+  store i32 %v, ptr addrspace(1) %q
+  ret void
+}
+"""

@@ -7,6 +7,7 @@ import pytest
 
 import kernel_corpus as K
 from hcqsim.compiler import compile_llvm
+from hcqsim.errors import DeviceFault
 
 
 @functools.lru_cache(maxsize=None)
@@ -164,3 +165,33 @@ def test_division_sqrt_and_conversions(device):
     run(device, K.MATH, "math", [buffer_of(device, x), out], n, 64)
     expect = (np.float32(1) / x) + (x / np.float32(3)) + np.sqrt(x) + np.trunc(x)
     assert np.allclose(array_of(out, np.float32, n), expect, rtol=1e-6)
+
+
+def test_kernel_storing_to_an_unmapped_address_raises_device_fault(device):
+    program = device.load_program(_code_object(K.STORE_TO, device.target), "store_to")
+    done = device.new_signal(0)
+    device.compute_queue().exec(program, [0x10000], 64, 64).signal(done, 1).submit()
+    with pytest.raises(DeviceFault) as info:
+        done.wait(1, timeout_ms=5000)
+    assert "0x10000" in str(info.value)
+
+
+@pytest.mark.sim_only
+def test_shader_vm_fault_names_the_kernel_and_pc(device):
+    program = device.load_program(_code_object(K.STORE_TO, device.target), "store_to")
+    device.compute_queue().exec(program, [0x10000], 64, 64).submit()
+    with pytest.raises(DeviceFault) as info:
+        device.synchronize()
+    text = str(info.value)
+    assert "kernel at 0x" in text and "PC +0x" in text and "write of 4 bytes at 0x10000" in text
+
+
+@pytest.mark.sim_only
+def test_unimplemented_instruction_is_an_error_naming_it(device):
+    program = device.load_program(_code_object(K.BPERMUTE, device.target), "bpermute")
+    out = device.alloc(4 * 64)
+    device.compute_queue().exec(program, [out], 64, 64).submit()
+    with pytest.raises(DeviceFault) as info:
+        device.synchronize()
+    text = str(info.value)
+    assert "ds_bpermute_b32" in text and "DS instruction" in text and "PC +0x" in text and "kernel at 0x" in text
