@@ -22,6 +22,7 @@ from . import formats as fm
 from . import lanemem
 from .alu import DTYPES, F16, F32, F64, I32, U16, U32, U64, WIDTH
 from .decoder import Instr, sext
+from .disasm import format_instr
 from .waves import EXEC, M0, NULL, VCC, Waves
 
 SHARED_APERTURE = 1 << 48  # facts 1.2: the LDS aperture of flat addresses (high 32 bits in src_shared_base)
@@ -225,8 +226,6 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
     vop3 = fam in ("VOP3", "VOP3SD")
     abs_bits, neg_bits = (f.get("abs", 0), f.get("neg", 0)) if vop3 else (0, 0)
     opsel = f.get("opsel", 0) if vop3 else 0
-    if fam in ("VOP1", "VOP2") and any(WIDTH[t] == 16 for t in (out_t, *[t for t in in_ts if t != "mask"])):
-        pass  # e32 16-bit ops use the low halves (non-true16 encoding)
     readers = []
     e32 = fam in ("VOP1", "VOP2")
     for i, typ in enumerate(in_ts):
@@ -1248,4 +1247,6 @@ def compile_instr(instr: Instr, ctx: Context) -> Run:
     compiler = COMPILERS.get(instr.family)
     if compiler is None:
         raise ctx.unsupported(instr, f"the {instr.family} format is not executed by the compute shader core")
-    return compiler(instr, ctx)
+    run = compiler(instr, ctx)
+    run.text = format_instr(instr)  # for fault reports
+    return run

@@ -64,6 +64,9 @@ class ShaderCore:
             total_waves += W.n
         self.stats["dispatches"] += 1
         self.stats["waves"] += total_waves
+        self.gpu.trace.append((self.gpu.clock, queue.name, "dispatch",
+                               f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}: groups {d.groups} of "
+                               f"{d.group_size}, {total_waves} wave{lanes}s"))
         return total_waves
 
     @staticmethod
@@ -126,12 +129,15 @@ class ShaderCore:
             run = self._instruction(pc, W, ctx, d)
             try:
                 run(W, w)
-            except VMFaultError as e:
-                raise ShaderFault(f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x}: {e}") from None
+            except VMFaultError as e:  # stays a VM fault (memory exception to KFD), now naming kernel and PC
+                fault = VMFaultError(e.address, e.size, e.access, e.reason)
+                fault.args = (f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x} ({run.text}): {e}",)
+                raise fault from None
             except EngineError:
                 raise
             except (IndexError, ValueError, TypeError, OverflowError) as e:
-                raise ShaderFault(f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x}: {type(e).__name__}: {e}") from None
+                raise ShaderFault(f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x} ({run.text}): {type(e).__name__}: "
+                                  f"{e}") from None
             steps += sel.size
             self.stats["wave_instructions"] += sel.size
             self.stats["lane_instructions"] += sel.size * W.lanes
