@@ -352,8 +352,10 @@ class ComputeQueue(Queue):
         self.regs: dict[int, int] = {}  # this queue's SH register state (absolute dword address -> value)
         self.atomic_return = 0  # pre-op value of the last ATOMIC_MEM, for COPY_DATA SRC_SEL 6
         self.dispatches = 0
-        self._handlers = {OP[name[5:]]: getattr(self, name) for name in dir(self) if name.startswith("_exec")
-                          and name[5:] in OP}
+        handlers = {OP[name[5:]]: getattr(self, name) for name in dir(self) if name.startswith("_exec")
+                    and name[5:] in OP}
+        self._ops = {op: (fmt, handlers[op], fmt.size) for op, fmt in self.fmts.items()}  # the decode table
+        self._packet_cost = gpu.cost.packet
 
     def write_back_rptr(self) -> None:
         # The CP reports its read offset as a wrapped dword offset (amdgpu reads 32 bits). [uncertain]
@@ -379,24 +381,25 @@ class ComputeQueue(Queue):
             kind = {0: "type-0 (register write; privileged)", 1: "type-1 (reserved)", 2: "type-2 (legacy filler)"}
             raise DecodeError(f"{kind[hdr >> 30]} packet 0x{hdr:08x} is not accepted on a user compute queue")
         op = (hdr >> 8) & 0xFF
-        count = (hdr >> 16) & COUNT_MAX
-        n = 1 if op == 0x10 and count == NOP_ONE_DWORD else count + 2
-        fmt = self.fmts.get(op)
-        if fmt is None:
+        entry = self._ops.get(op)
+        if entry is None:
             if op in OPCODES:
                 raise UnsupportedError(f"PM4 {OPCODES[op]} (opcode 0x{op:02x}) is not emulated on compute queues")
             raise DecodeError(f"unknown PM4 opcode 0x{op:02x}")
-        if fmt.size is not None and n != fmt.size:
-            raise DecodeError(f"{fmt.name}: header count {n - 2} makes {n} dwords, the packet is {fmt.size}")
+        fmt, handler, size = entry
+        count = (hdr >> 16) & COUNT_MAX
+        n = 1 if op == 0x10 and count == NOP_ONE_DWORD else count + 2
+        if size is not None and n != size:
+            raise DecodeError(f"{fmt.name}: header count {n - 2} makes {n} dwords, the packet is {size}")
         dws = stream.dwords(pos, n)
         values = fmt.decode_fast(dws)
         if hdr & 1:
             raise UnsupportedError(f"{fmt.name}: predicated packets (SET_PREDICATION state) are not emulated")
         gpu = self.gpu
         gpu.trace.append((gpu.clock, self.name, "packet", (stream, pos, fmt, dws)))
-        gpu.clock += gpu.cost.packet
+        gpu.clock += self._packet_cost
         stream.pos = pos + 4 * n
-        self._handlers[op](stream, pos, values)
+        handler(stream, pos, values)
 
     # -- packets -----------------------------------------------------------------------------------
 

@@ -227,6 +227,7 @@ class Queue:
         """Execute up to `budget` packets; stop early when blocked or out of work. Returns the count."""
         done = 0
         stack = self.stack
+        execute = self.execute
         stream, pos = stack[-1], stack[-1].pos
         try:
             while done < budget:
@@ -244,7 +245,7 @@ class Queue:
                         break
                     stack.pop()
                     continue
-                self.execute(stream)
+                execute(stream)
                 done += 1
         except EngineError:
             self.current = (stream, pos)  # where the fault report points
