@@ -29,7 +29,9 @@ executable that knows the processor (`$HCQSIM_LLVM_MC`, else `llvm-mc`/`llvm-mc-
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import importlib.util
 import io
 import os
 import re
@@ -141,71 +143,55 @@ def assemble_listing(ir_text: str, arch: str = "gfx1100", opt: int = 2, *, ir_pa
 # assembling instruction text
 
 
-def _module_asm_ir(lines: list[str]) -> str:
-    """An otherwise empty module whose module-level inline asm holds the lines, in .text."""
+@dataclasses.dataclass(frozen=True)
+class _Tool:
+    """An assembler command: ziglang's `clang -cc1as` ("cc1as") or an `llvm-mc` executable ("llvm-mc")."""
 
-    def quote(s: str) -> str:
-        return "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else f"\\{ord(c):02X}" for c in s)
+    name: str
+    argv: tuple[str, ...]
+    kind: str
 
-    body = "".join(f'module asm "{quote(line)}"\n' for line in [".text", *lines])
-    return f'target triple = "{TRIPLE}"\n{body}'
-
-
-# Runs in a child process: an LLVM abort (no asm parser, bad instruction) must not kill the caller.
-_CHILD = r"""
-import sys
-import llvmlite.binding as llvm
-cpu, features = sys.argv[1], sys.argv[2]
-llvm.initialize_all_targets()
-llvm.initialize_all_asmprinters()
-init_parsers = getattr(llvm, "initialize_all_asmparsers", None)
-if init_parsers is not None:
-    init_parsers()
-tm = llvm.Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(cpu=cpu, features=features, opt=0)
-module = llvm.parse_assembly(sys.stdin.read())
-module.data_layout = str(tm.target_data)
-sys.stdout.buffer.write(tm.emit_object(module))
-"""
-
-_NO_ASM_PARSER = "don't have an asm parser"
-_llvmlite_can_assemble: bool | None = None  # None: not tried yet in this process
-_llvm_mc_for: dict[str, str | None] = {}
-_assembler_lock = threading.Lock()
+    def command(self, arch: str, src: str, out: str, filetype: str) -> list[str]:
+        cpu, features = _features(arch)
+        if self.kind == "cc1as":
+            cmd = [*self.argv, "-triple", TRIPLE, "-target-cpu", cpu]
+            for feature in features:
+                cmd += ["-target-feature", feature]
+            return cmd + ["-filetype", filetype, src, "-o", out]
+        cmd = [*self.argv, f"-triple={TRIPLE}", f"-mcpu={cpu}", f"-filetype={filetype}", src, "-o", out]
+        return cmd + ([f"-mattr={','.join(features)}"] if features else [])
 
 
-def _text_section(obj: bytes, who: str) -> bytes:
-    try:
-        text = ELFFile(io.BytesIO(obj)).get_section_by_name(".text")
-    except ELFError as e:
-        raise RuntimeError(f"{who} produced no ELF object: {e}") from None
-    return b"" if text is None else text.data()
+_ZIGLANG = _Tool("ziglang clang -cc1as", (sys.executable, "-m", "ziglang", "clang", "-cc1as"), "cc1as")
+_tool_for: dict[tuple[str, str | None], _Tool | None] = {}  # (arch, $HCQSIM_LLVM_MC) -> the tool, probed once
+_tool_lock = threading.Lock()
+_TIMEOUT = 300
+# A symbol (not a .L temporary: those stay out of the symbol table) before each line and after the last.
+_LABEL = "__hcqsim_line_{}"
+_LABEL_LINE = re.compile(r"__hcqsim_line_(\d+):")
 
 
-def _assemble_llvmlite(lines: list[str], arch: str) -> bytes | None:
-    """The .text bytes, or None when this llvmlite cannot assemble AMDGPU code at all."""
-    global _llvmlite_can_assemble
-    if _llvmlite_can_assemble is False:
-        return None
+def _features(arch: str) -> tuple[str, list[str]]:
+    """The processor and target features to assemble for. gfx11 gets +real-true16 (unless the arch names it):
+    LLVM 22's gfx11 code generator emits true16 operands (v1.l, v2.h), and only that mode parses them."""
     cpu, features = split_arch(arch)
-    proc = subprocess.run([sys.executable, "-c", _CHILD, cpu, features], input=_module_asm_ir(lines).encode(),
-                          capture_output=True, timeout=120)
-    err = proc.stderr.decode(errors="replace").strip()
-    if proc.returncode != 0 or "is not a recognized processor" in err:
-        if _NO_ASM_PARSER in err:
-            _llvmlite_can_assemble = False
-            return None
-        raise ValueError(f"{arch}: cannot assemble: {err or f'llvmlite child exited with {proc.returncode}'}")
-    _llvmlite_can_assemble = True
-    return _text_section(proc.stdout, "llvmlite")
+    flags = [f for f in features.split(",") if f]
+    if re.fullmatch(r"gfx11[0-9a-f]{2}", cpu) and not any(f[1:] == "real-true16" for f in flags):
+        flags.append("+real-true16")
+    return cpu, flags
+
+
+def _have_ziglang() -> bool:
+    return importlib.util.find_spec("ziglang") is not None
 
 
 def _llvm_mc_candidates() -> list[str]:
+    """$HCQSIM_LLVM_MC alone when set, else llvm-mc / llvm-mc-N on PATH or in /opt/rocm/llvm/bin, newest first."""
     env = os.environ.get("HCQSIM_LLVM_MC")
     if env:
         return [env]
     found: dict[str, tuple[int, str]] = {}
-    dirs = os.environ.get("PATH", "").split(os.pathsep) + ["/opt/rocm/llvm/bin"]
-    for d in dirs:
+    for d in os.environ.get("PATH", "").split(os.pathsep) + ["/opt/rocm/llvm/bin"]:
         try:
             names = os.listdir(d)
         except OSError:
@@ -219,75 +205,216 @@ def _llvm_mc_candidates() -> list[str]:
     return [p for _, p in sorted(found.values(), reverse=True)]
 
 
-def _run_llvm_mc(tool: str, lines: list[str], arch: str) -> tuple[bytes | None, str]:
-    cpu, features = split_arch(arch)
-    with tempfile.TemporaryDirectory(prefix="hcqsim-mc-") as tmp:
-        out = os.path.join(tmp, "a.o")
-        cmd = [tool, f"-triple={TRIPLE}", f"-mcpu={cpu}", "-filetype=obj", "-o", out]
-        if features:
-            cmd.append(f"-mattr={features}")
-        proc = subprocess.run(cmd, input="\n".join([*lines, ""]).encode(), capture_output=True, timeout=120)
-        err = proc.stderr.decode(errors="replace").strip()
-        if proc.returncode != 0 or "is not a recognized processor" in err or not os.path.exists(out):
-            return None, err or f"{tool} exited with {proc.returncode}"
-        with open(out, "rb") as f:
-            return f.read(), err
+def _candidates() -> list[_Tool]:
+    mc = [_Tool(path, (path,), "llvm-mc") for path in _llvm_mc_candidates()]
+    if os.environ.get("HCQSIM_LLVM_MC") or not _have_ziglang():
+        return mc
+    return [_ZIGLANG, *mc]
 
 
-def _llvm_mc(arch: str) -> str | None:
-    """The first llvm-mc that assembles for `arch` (probed once per arch with s_endpgm)."""
-    if arch not in _llvm_mc_for:
-        _llvm_mc_for[arch] = None
-        for tool in _llvm_mc_candidates():
-            try:
-                obj, _ = _run_llvm_mc(tool, ["s_endpgm"], arch)
-            except (OSError, subprocess.SubprocessError):
-                continue
-            if obj is not None:
-                _llvm_mc_for[arch] = tool
-                break
-    return _llvm_mc_for[arch]
+class _Run:
+    """One assembler run over `source` (lines, numbered from 1): its output and its diagnostics."""
+
+    def __init__(self, tool: _Tool, arch: str, source: list[str], filetype: str):
+        with tempfile.TemporaryDirectory(prefix="hcqsim-asm-") as tmp:
+            src, out = os.path.join(tmp, "in.s"), os.path.join(tmp, "out." + ("o" if filetype == "obj" else "s"))
+            with open(src, "w", encoding="utf-8") as f:
+                f.write("\n".join([*source, ""]))
+            proc = subprocess.run(tool.command(arch, src, out, filetype), capture_output=True, timeout=_TIMEOUT)
+            self.output = None
+            if os.path.exists(out):
+                with open(out, "rb") as f:
+                    self.output = f.read()
+        self.stderr = proc.stderr.decode(errors="replace").replace(src, "<input>").strip()
+        self.errors: dict[int, list[str]] = {}  # source line -> messages
+        self.unplaced: list[str] = []  # errors without a line, and a failure that printed no error
+        for line in self.stderr.splitlines():
+            m = re.match(r"<input>:(\d+):\d+: error: (.*)", line)
+            if m:
+                self.errors.setdefault(int(m.group(1)), []).append(m.group(2))
+            elif re.match(r"(?:\S+:\s*)?(?:fatal )?error: |LLVM ERROR", line) or "is not a recognized processor" in line:
+                self.unplaced.append(line.strip())
+        if (proc.returncode != 0 or self.output is None) and not self.errors and not self.unplaced:
+            self.unplaced.append(f"{tool.name} exited with {proc.returncode}: {self.stderr[-2000:]}".strip())
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and not self.unplaced
 
 
-def assembler_for(arch: str = "gfx1100") -> str:
-    """Which assembler `assemble_instructions` uses for `arch`: 'llvmlite', a path to llvm-mc, or raises
-    AssemblerUnavailableError."""
-    with _assembler_lock:
-        if _llvmlite_can_assemble is None:
-            try:
-                _assemble_llvmlite(["s_endpgm"], arch)
-            except ValueError:
-                pass
-        if _llvmlite_can_assemble:
-            return "llvmlite"
-        tool = _llvm_mc(arch)
+def _probe(tool: _Tool, arch: str) -> bool:
+    try:
+        return _Run(tool, arch, ["s_endpgm"], "obj").ok
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _tool(arch: str) -> _Tool:
+    """The first candidate that assembles s_endpgm for `arch` (probed once per arch and $HCQSIM_LLVM_MC)."""
+    split_arch(arch)
+    key = (arch, os.environ.get("HCQSIM_LLVM_MC"))
+    with _tool_lock:
+        if key not in _tool_for:
+            _tool_for[key] = next((t for t in _candidates() if _probe(t, arch)), None)
+        tool = _tool_for[key]
     if tool is None:
+        tried = ", ".join(t.name for t in _candidates()) or "none found"
         raise AssemblerUnavailableError(
-            f"{arch}: no assembler: llvmlite's LLVM {_llvm_version()} has no AMDGPU assembly parser, and no "
-            f"llvm-mc that knows {split_arch(arch)[0]} was found (install a recent LLVM's llvm-mc, e.g. Debian's "
-            f"llvm-19, or point HCQSIM_LLVM_MC at one)")
+            f"{arch}: no assembler knows {split_arch(arch)[0]} (tried: {tried}). llvmlite's LLVM has no AMDGPU "
+            f"assembly parser; install ziglang (pip install ziglang, which ships LLVM's clang -cc1as), or a "
+            f"recent LLVM's llvm-mc on PATH, or point HCQSIM_LLVM_MC at one")
     return tool
 
 
-def assemble_instructions(lines: list[str], arch: str = "gfx1100") -> bytes:
-    """Assemble instruction text (one instruction or directive per line) and return the .text bytes.
+def assembler_for(arch: str = "gfx1100") -> str:
+    """The assembler used for `arch`: 'ziglang clang -cc1as' or the path of an llvm-mc.
 
-    Raises ValueError naming `arch` and the assembler's message for text that does not assemble, and
-    AssemblerUnavailableError when no assembler on this machine handles `arch`.
+    Tried in this order: $HCQSIM_LLVM_MC when set (and then nothing else); ziglang's clang -cc1as (run as
+    `sys.executable -m ziglang`); llvm-mc-N / llvm-mc on PATH or in /opt/rocm/llvm/bin, newest first. The first
+    that assembles for the processor wins. Raises AssemblerUnavailableError when none does, ValueError for a
+    malformed processor name.
     """
+    return _tool(arch).name
+
+
+@functools.lru_cache(maxsize=None)
+def _tool_version(tool: _Tool) -> tuple[int, ...]:
+    argv = [*tool.argv[:-1], "--version"] if tool.kind == "cc1as" else [*tool.argv, "--version"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT).stdout
+    m = re.search(r"version (\d+)\.(\d+)\.(\d+)", out)
+    if m is None:
+        raise RuntimeError(f"{tool.name}: no LLVM version in {out.strip()[:200]!r}")
+    return tuple(map(int, m.groups()))
+
+
+def assembler_llvm_version(arch: str = "gfx1100") -> tuple[int, ...]:
+    """The LLVM version of `assembler_for(arch)`, e.g. (22, 1, 8): canonical text differs between versions."""
+    return _tool_version(_tool(arch))
+
+
+def _lines(lines) -> list[str]:
     if isinstance(lines, str):
         lines = lines.splitlines()
     lines = [str(line) for line in lines]
-    if any("\n" in line for line in lines):
+    if any("\n" in line or "\r" in line for line in lines):
         raise ValueError("one instruction per line: a line contains a newline")
-    split_arch(arch)
-    backend = assembler_for(arch)
-    if backend == "llvmlite":
-        text = _assemble_llvmlite(lines, arch)
-        if text is not None:
-            return text
-        backend = assembler_for(arch)
-    obj, err = _run_llvm_mc(backend, lines, arch)
-    if obj is None:
-        raise ValueError(f"{arch}: cannot assemble: {err}")
-    return _text_section(obj, backend)
+    return lines
+
+
+def _text_section(obj: bytes, who: str) -> tuple[bytes, int, ELFFile]:
+    """(.text bytes, .text section index, the ELF) of an object file."""
+    try:
+        elf = ELFFile(io.BytesIO(obj))
+        for index, section in enumerate(elf.iter_sections()):
+            if section.name == ".text":
+                return section.data(), index, elf
+    except ELFError as e:
+        raise RuntimeError(f"{who} produced no ELF object: {e}") from None
+    return b"", -1, elf
+
+
+def _messages(run: _Run, line_of) -> tuple[dict[int, str], list[str]]:
+    """Errors per input line (via line_of(source line) -> index or None) and the ones no line owns."""
+    per_line: dict[int, list[str]] = {}
+    unplaced = list(run.unplaced)
+    for source_line, messages in run.errors.items():
+        index = line_of(source_line)
+        if index is None:
+            unplaced += messages
+        else:
+            per_line.setdefault(index, []).extend(messages)
+    return {i: "; ".join(m) for i, m in per_line.items()}, unplaced
+
+
+def _fail(arch: str, lines: list[str], errors: dict[int, str], unplaced: list[str]) -> ValueError:
+    parts = [f"line {i + 1} {lines[i]!r}: {msg}" for i, msg in sorted(errors.items())][:20] + unplaced
+    return ValueError(f"{arch}: cannot assemble: " + "; ".join(parts))
+
+
+def assemble_instructions(lines, arch: str = "gfx1100") -> bytes:
+    """Assemble instruction text (a list of lines, or one string of lines) into the .text bytes, in one run.
+
+    Raises ValueError naming `arch`, the offending lines and the assembler's messages for text that does not
+    assemble, and AssemblerUnavailableError when no assembler on this machine handles `arch`.
+    """
+    lines = _lines(lines)
+    tool = _tool(arch)
+    run = _Run(tool, arch, lines, "obj")
+    if not run.ok:
+        raise _fail(arch, lines, *_messages(run, lambda n: n - 1 if 1 <= n <= len(lines) else None))
+    return _text_section(run.output, tool.name)[0]
+
+
+def _labelled(lines: list[str], indices: list[int]) -> list[str]:
+    """The lines at `indices`, each after its label, and a closing label: line k sits at source line 2k + 2."""
+    out = []
+    for i in indices:
+        out += [_LABEL.format(i) + ":", lines[i]]
+    return out + [_LABEL.format(len(lines)) + ":"]
+
+
+def _printed(listing: str, n: int) -> list[str]:
+    """The statements LLVM printed for each line (between its label and the next), comments dropped."""
+    printed: list[list[str]] = [[] for _ in range(n)]
+    current = None
+    for raw in listing.splitlines():
+        m = _LABEL_LINE.fullmatch(raw.strip())
+        if m:
+            current = int(m.group(1))
+            continue
+        statement = " ".join(raw.split(";", 1)[0].split())
+        if statement and current is not None and current < n:
+            printed[current].append(statement)
+    return ["\n".join(p) for p in printed]
+
+
+def _split(obj: bytes, who: str, indices: list[int], n: int) -> dict[int, bytes]:
+    """Each line's bytes: .text between its label and the next line's (or the closing) label."""
+    data, text_index, elf = _text_section(obj, who)
+    offsets = {}
+    for sym in elf.get_section_by_name(".symtab").iter_symbols():
+        m = _LABEL_LINE.fullmatch(sym.name + ":")
+        if m and sym["st_shndx"] == text_index:
+            offsets[int(m.group(1))] = sym["st_value"]
+    bounds = [*indices, n]
+    missing = [i for i in bounds if i not in offsets]
+    if missing:
+        raise ValueError(f"{who}: the label before line {missing[0] + 1} is not in .text (did a line change section?)")
+    return {i: data[offsets[i]:offsets[j]] for i, j in zip(indices, bounds[1:])}
+
+
+def assemble_each(lines, arch: str = "gfx1100") -> list[tuple[bytes | None, str | None]]:
+    """Assemble each line on its own terms, all in one batch: per line (its bytes, LLVM's canonical text).
+
+    A line LLVM rejects gives (None, its error message) and does not spoil the others. The text is what the
+    assembler prints for the line (whitespace normalised, comments dropped; several statements joined by
+    newlines); the bytes are the line's share of .text in the object, so branches to labels are resolved.
+    Two assembler runs whatever the number of lines: a listing (text and per-line errors) and an object of
+    the lines that assembled, split at a symbol placed before every line (another run only if the object
+    stage rejects a line the listing accepted, e.g. a branch out of range).
+    Raises ValueError for errors that belong to no line, AssemblerUnavailableError as assemble_instructions.
+    """
+    lines = _lines(lines)
+    n = len(lines)
+    tool = _tool(arch)
+
+    def owner(indices):
+        return lambda s: indices[s // 2 - 1] if s % 2 == 0 and 2 <= s <= 2 * len(indices) else None
+
+    everything = list(range(n))
+    listing = _Run(tool, arch, _labelled(lines, everything), "asm")
+    errors, unplaced = _messages(listing, owner(everything))
+    if unplaced:
+        raise _fail(arch, lines, errors, unplaced)
+    while True:
+        good = [i for i in everything if i not in errors]
+        run = _Run(tool, arch, _labelled(lines, good), "obj")
+        if run.ok:
+            break
+        more, unplaced = _messages(run, owner(good))
+        if unplaced or not more:
+            raise _fail(arch, lines, {**errors, **more}, unplaced)
+        errors.update(more)
+    code = _split(run.output, tool.name, good, n)
+    text = _printed((listing.output or b"").decode(errors="replace"), n)
+    return [(None, errors[i]) if i in errors else (code[i], text[i]) for i in everything]

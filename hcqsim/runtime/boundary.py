@@ -92,6 +92,8 @@ class RealOS(OSBoundary):
         fcntl.ioctl(fd, request, arg, True)
 
     def mmap(self, addr: int, length: int, prot: int, flags: int, fd: int = -1, offset: int = 0) -> int:
+        if offset >= 1 << 63:  # KFD offsets set bit 63 (doorbell/event types): pass off_t's bit pattern
+            offset -= 1 << 64
         got = self._libc.mmap(addr, length, prot, flags, fd, offset)
         if got in (None, ctypes.c_void_p(-1).value):
             err = ctypes.get_errno()
