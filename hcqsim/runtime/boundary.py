@@ -76,10 +76,11 @@ class RealOS(OSBoundary):
         self._libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                     ctypes.c_long]
         self._libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        try:  # a full fence before the doorbell store; libatomic is the portable way to get one
-            self._atomic = ctypes.CDLL(ctypes.util.find_library("atomic") or "libatomic.so.1")
-            self._fence = lambda: self._atomic.__atomic_thread_fence(5)  # __ATOMIC_SEQ_CST
-        except OSError:
+        try:  # a full fence before the doorbell store; libatomic exports C11 atomic_thread_fence
+            fence = ctypes.CDLL(ctypes.util.find_library("atomic") or "libatomic.so.1").atomic_thread_fence
+            fence.argtypes = [ctypes.c_int]
+            self._fence = lambda: fence(5)  # memory_order_seq_cst
+        except (OSError, AttributeError):
             self._fence = lambda: None  # x86 TSO: stores to WB memory are ordered; the UC doorbell store drains WC
 
     def open(self, path: str, flags: int = os.O_RDWR | os.O_CLOEXEC) -> int:
