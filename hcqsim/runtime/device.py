@@ -209,6 +209,12 @@ class Device:
                 self._release(old)
 
     def _release(self, buf: Buffer) -> None:
+        """Unmap from every GPU first: the driver refuses to free a BO that is still mapped (EBUSY)."""
+        ids = sorted(buf.mapped_on)
+        arr = (ctypes.c_uint32 * len(ids))(*ids)
+        self.process.ioctl(K.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, K.UnmapMemoryFromGpuArgs(
+            handle=buf.handle, device_ids_array_ptr=ctypes.addressof(arr), n_devices=len(ids)))
+        buf.mapped_on.clear()
         self.process.ioctl(K.AMDKFD_IOC_FREE_MEMORY_OF_GPU, K.FreeMemoryOfGpuArgs(handle=buf.handle))
         self.os.munmap(buf.va, buf.alloc_size)
         buf.view = None
