@@ -2,8 +2,7 @@
 
 `compile_llvm(ir, arch)` returns the relocatable ELF (ET_REL) code object that llvmlite's LLVM emits for the
 `amdgcn-amd-amdhsa` triple; `hcqsim.codeobject.CodeObject.from_bytes` loads it. `assemble_listing` gives
-the assembly text of the same compile. `assemble_instructions(lines, arch)` turns instruction text into
-machine code bytes (the encoding oracle for the instruction decoder).
+the assembly text of the same compile.
 
 Things that are easy to get wrong (ISA_FACTS "llvmlite as the compiler"):
 
@@ -19,13 +18,21 @@ Things that are easy to get wrong (ISA_FACTS "llvmlite as the compiler"):
 * LLVM can still abort the process on IR that it accepts but cannot select instructions for; that cannot
   be caught from Python.
 
-Assembling instruction text: the llvmlite 0.50 wheels (LLVM 22) contain the AMDGPU code generator but
-**not** the AMDGPU assembly parser, and emitting an object from a module with `module asm` then aborts the
-process ("Inline asm not supported by this streamer because we don't have an asm parser for this target").
-So `assemble_instructions` runs the llvmlite path (module asm in an otherwise empty module, placed in
-.text) in a child process, where an abort cannot take the caller down, and falls back to an `llvm-mc`
-executable that knows the processor (`$HCQSIM_LLVM_MC`, else `llvm-mc`/`llvm-mc-N` on PATH or in
-/opt/rocm/llvm/bin, newest first). With neither it raises `AssemblerUnavailableError`.
+Assembling instruction text (the encoding oracle of the instruction decoder's tests):
+
+* `assemble_instructions(lines, arch)`: the .text bytes of all the lines (ValueError if any is rejected).
+* `assemble_each(lines, arch)`: per line, (its bytes, LLVM's canonical text), or (None, the error message)
+  for a line LLVM rejects. Thousands of lines cost two assembler runs, not one per line.
+* `assembler_for(arch)` names the assembler; `assembler_llvm_version(arch)` gives its LLVM version.
+
+llvmlite cannot do this: its wheels (LLVM 22) carry the AMDGPU code generator but not the AMDGPU assembly
+parser, and emitting a module with `module asm` aborts the process ("Inline asm not supported by this
+streamer because we don't have an asm parser for this target"). The assembler is therefore an LLVM
+executable: the `clang -cc1as` in the ziglang wheel (a pip-installable LLVM 22, run as
+`sys.executable -m ziglang`), else an `llvm-mc` that knows the processor ($HCQSIM_LLVM_MC if set, which then
+is the only one tried; else llvm-mc-N / llvm-mc on PATH or in /opt/rocm/llvm/bin, newest first). With none,
+AssemblerUnavailableError. For gfx11 `+real-true16` is added: LLVM 22's gfx11 code generator emits true16
+operands (v1.l, v2.h), which only that mode accepts and prints.
 """
 from __future__ import annotations
 
@@ -216,15 +223,19 @@ class _Run:
     """One assembler run over `source` (lines, numbered from 1): its output and its diagnostics."""
 
     def __init__(self, tool: _Tool, arch: str, source: list[str], filetype: str):
+        # A listing goes to stdout: an assembler deletes its output file on errors, and the listing of the
+        # lines that did assemble is wanted then too.
         with tempfile.TemporaryDirectory(prefix="hcqsim-asm-") as tmp:
-            src, out = os.path.join(tmp, "in.s"), os.path.join(tmp, "out." + ("o" if filetype == "obj" else "s"))
+            src, out = os.path.join(tmp, "in.s"), os.path.join(tmp, "out.o") if filetype == "obj" else "-"
             with open(src, "w", encoding="utf-8") as f:
                 f.write("\n".join([*source, ""]))
             proc = subprocess.run(tool.command(arch, src, out, filetype), capture_output=True, timeout=_TIMEOUT)
-            self.output = None
-            if os.path.exists(out):
-                with open(out, "rb") as f:
-                    self.output = f.read()
+            self.output = proc.stdout
+            if filetype == "obj":
+                self.output = None
+                if os.path.exists(out):
+                    with open(out, "rb") as f:
+                        self.output = f.read()
         self.stderr = proc.stderr.decode(errors="replace").replace(src, "<input>").strip()
         self.errors: dict[int, list[str]] = {}  # source line -> messages
         self.unplaced: list[str] = []  # errors without a line, and a failure that printed no error
@@ -232,7 +243,7 @@ class _Run:
             m = re.match(r"<input>:(\d+):\d+: error: (.*)", line)
             if m:
                 self.errors.setdefault(int(m.group(1)), []).append(m.group(2))
-            elif re.match(r"(?:\S+:\s*)?(?:fatal )?error: |LLVM ERROR", line) or "is not a recognized processor" in line:
+            elif re.match(r"(?:\S+:\s*)?(?:fatal )?error: |LLVM ERROR", line) or "not a recognized processor" in line:
                 self.unplaced.append(line.strip())
         if (proc.returncode != 0 or self.output is None) and not self.errors and not self.unplaced:
             self.unplaced.append(f"{tool.name} exited with {proc.returncode}: {self.stderr[-2000:]}".strip())

@@ -8,26 +8,21 @@
    listing (emit_assembly) matches the disassembly instruction by instruction.
 3. Unknown opcodes decode with mnemonic None; garbage raises DecodeError.
 
-The assembler: LLVM's AMDGPU asm parser. llvmlite's wheel is built without it (module-level inline asm aborts
-with "we don't have an asm parser for this target"), so the oracle is LLVM 22's clang -cc1as shipped in the
-`ziglang` package, which prints canonical text and encodings in one run (with +real-true16, the mode LLVM's
-gfx1100 code generator uses). When llvmlite can assemble (checked in a subprocess), it serves as the fallback
-oracle (bytes only; text compared with the input). Without either, part 1 is skipped.
+The assembler is `hcqsim.compiler.assemble_each` (LLVM 22's clang -cc1as from the `ziglang` package, with
++real-true16 as LLVM's gfx1100 code generator uses; else an llvm-mc): one batch for all lines, giving each
+line's encoding and LLVM's canonical text. Part 1 is skipped when there is no assembler, or when the one
+found is older than LLVM 22 (the canonical text compared with, true16 operands and all, is LLVM 22's).
 """
 from __future__ import annotations
 
 import functools
 import io
-import os
 import re
 import struct
-import subprocess
-import sys
-import tempfile
-import textwrap
 
 import pytest
 
+from hcqsim.compiler import TRIPLE, AssemblerUnavailableError, assemble_each, assembler_for, assembler_llvm_version
 from hcqsim.errors import DecodeError
 from hcqsim.shader import Instr, decode, decode_program, disassemble, format_instr
 from hcqsim.shader import formats as fm
@@ -36,115 +31,22 @@ from hcqsim.shader import opcodes_gfx11 as ops
 # ---------------------------------------------------------------------------------------------------------
 # the assembler oracle
 
-TRIPLE = "amdgcn-amd-amdhsa"
+ORACLE_ARCH = "gfx1100"
+ORACLE_LLVM = 22  # the LLVM major version whose canonical text the decoder prints (llvmlite's)
 
 
-def _have_zig() -> bool:
+@functools.lru_cache(maxsize=None)
+def no_oracle_reason() -> str | None:
+    """Why part 1 cannot run here, or None when the assembler is usable."""
     try:
-        import ziglang  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-_LLVMLITE_PROBE = textwrap.dedent("""
-    import llvmlite.binding as llvm
-    llvm.initialize_all_targets(); llvm.initialize_all_asmprinters()
-    tm = llvm.Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(cpu="gfx1100")
-    m = llvm.parse_assembly('target triple = "amdgcn-amd-amdhsa"\\nmodule asm ".text"\\nmodule asm "s_endpgm"\\n')
-    tm.emit_object(m)
-""")
-
-
-@functools.lru_cache(maxsize=None)
-def _llvmlite_can_assemble() -> bool:
-    """llvmlite aborts the whole process when it lacks the AMDGPU asm parser: ask a subprocess."""
-    p = subprocess.run([sys.executable, "-c", _LLVMLITE_PROBE], capture_output=True, timeout=120)
-    return p.returncode == 0
-
-
-def _zig_assemble(lines: list[str]) -> list[tuple[bytes | None, str | None]]:
-    with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "t.s")
-        with open(src, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        p = subprocess.run([sys.executable, "-m", "ziglang", "clang", "-cc1as", "-triple", TRIPLE, "-target-cpu",
-                            "gfx1100", "-target-feature", "+real-true16", "-filetype", "asm", "-show-encoding", src,
-                            "-o", "-"], capture_output=True, text=True, timeout=300)
-    bad = {int(m.group(1)) for m in re.finditer(r"^\S+?:(\d+):\d+: error", p.stderr, re.M)}
-    outs = iter(line for line in p.stdout.splitlines() if "; encoding:" in line)
-    result = []
-    for i, _ in enumerate(lines, 1):
-        if i in bad:
-            result.append((None, None))
-            continue
-        text, enc = next(outs).split("; encoding:")
-        result.append((bytes(int(x, 16) for x in enc.strip().strip("[]").split(",")), " ".join(text.split())))
-    return result
-
-
-def _label_offsets(obj: bytes) -> tuple[bytes, dict[str, int]]:
-    """.text bytes and symbol offsets of an ELF object (the per-line labels of the llvmlite oracle)."""
-    from elftools.elf.elffile import ELFFile
-    elf = ELFFile(io.BytesIO(obj))
-    text = elf.get_section_by_name(".text")
-    index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == ".text")
-    syms = {s.name: s["st_value"] for s in elf.get_section_by_name(".symtab").iter_symbols()
-            if s["st_shndx"] == index and s.name}
-    return text.data(), syms
-
-
-def _labelled_source(lines: list[str]) -> list[str]:
-    out = []
-    for i, line in enumerate(lines):
-        out += [f"t_{i}:", line]
-    return out + [f"t_{len(lines)}:"]
-
-
-def _split_by_labels(data: bytes, syms: dict[str, int], n: int) -> list[bytes]:
-    return [data[syms[f"t_{i}"]:syms[f"t_{i + 1}"]] for i in range(n)]
-
-
-_LLVMLITE_ASM = textwrap.dedent("""
-    import sys, json
-    import llvmlite.binding as llvm
-    llvm.initialize_all_targets(); llvm.initialize_all_asmprinters()
-    tm = llvm.Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(cpu="gfx1100")
-    lines = json.load(sys.stdin)
-    body = "\\n".join("module asm " + json.dumps(l) for l in [".text"] + lines)
-    m = llvm.parse_assembly('target triple = "amdgcn-amd-amdhsa"\\n' + body + "\\n")
-    sys.stdout.buffer.write(tm.emit_object(m))
-""")
-
-
-def _llvmlite_assemble(lines: list[str]) -> list[tuple[bytes | None, str | None]]:
-    """Fallback oracle: one object for all lines (a bad line aborts the batch), split by per-line labels."""
-    import json
-    p = subprocess.run([sys.executable, "-c", _LLVMLITE_ASM], input=json.dumps(_labelled_source(lines)).encode(),
-                       capture_output=True, timeout=600)
-    assert p.returncode == 0, p.stderr.decode()[-2000:]
-    data, syms = _label_offsets(p.stdout)
-    return [(b, None) for b in _split_by_labels(data, syms, len(lines))]
-
-
-NO_ORACLE = "no AMDGPU assembler: llvmlite lacks the AMDGPU asm parser and ziglang is not installed"
-
-
-@functools.lru_cache(maxsize=None)
-def oracle_name() -> str | None:
-    if _have_zig():
-        return "zig"
-    if _llvmlite_can_assemble():
-        return "llvmlite"
+        name = assembler_for(ORACLE_ARCH)
+    except AssemblerUnavailableError as e:
+        return str(e)
+    version = assembler_llvm_version(ORACLE_ARCH)
+    if version[0] < ORACLE_LLVM:
+        return (f"{name} is LLVM {'.'.join(map(str, version))}: the expected text is LLVM {ORACLE_LLVM}'s "
+                f"(pip install ziglang)")
     return None
-
-
-def assemble(lines) -> list[tuple[bytes | None, str | None]]:
-    """(encoding, LLVM's canonical text or None) per line; (None, None) for a line LLVM rejects."""
-    name = oracle_name()
-    if name is None:
-        pytest.skip(NO_ORACLE)
-    return _zig_assemble(list(lines)) if name == "zig" else _llvmlite_assemble(list(lines))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -537,31 +439,25 @@ v_interp_p10_f32 v1, v2, v3, v4 wait_exp:3
 @functools.lru_cache(maxsize=None)
 def _oracle_results() -> dict[str, tuple[bytes | None, str | None]]:
     lines = sorted({c.values[0] for c in _table_cases() + _vopd_cases()} | set(SPECIAL_LINES))
-    return dict(zip(lines, assemble(lines)))
+    return dict(zip(lines, assemble_each(lines, ORACLE_ARCH)))
 
 
 def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
-def _no_suffix(text: str) -> str:
-    return re.sub(r"_e(32|64)\b", "", _norm(text))
-
-
 def _check_line(line: str):
     """Assemble one line with LLVM, decode it, compare size and text. Returns the Instr."""
-    if oracle_name() is None:
-        pytest.skip(NO_ORACLE)
+    reason = no_oracle_reason()
+    if reason is not None:
+        pytest.skip(reason)
     code, canonical = _oracle_results()[line]
-    assert code is not None, f"LLVM rejects {line!r}"
+    assert code is not None, f"LLVM rejects {line!r}: {canonical}"
     ins = decode(code, 0)
     assert ins.size == len(code), f"{line}: decoded size {ins.size}, LLVM encoded {len(code)} bytes ({code.hex()})"
     assert ins.words == struct.unpack(f"<{len(code) // 4}I", code)
     text = format_instr(ins)
-    if canonical is not None:
-        assert _norm(text) == canonical, f"{code.hex()}: we print {text!r}, LLVM prints {canonical!r}"
-    else:
-        assert _no_suffix(text) == _no_suffix(line), f"{code.hex()}: we print {text!r}, the input was {line!r}"
+    assert _norm(text) == canonical, f"{code.hex()}: we print {text!r}, LLVM prints {canonical!r}"
     return ins
 
 
@@ -580,21 +476,18 @@ def test_special_operands_round_trip(line):
     assert ins.mnemonic is not None and re.sub(r"(_e32|_e64|_dpp)+$", "", expect) == ins.mnemonic
 
 
-def test_label_split_helper_used_by_the_llvmlite_oracle():
-    """The fallback oracle's object parsing, exercised on an object from the primary oracle's assembler."""
-    if not _have_zig():
-        pytest.skip("needs ziglang to build an object")
+def test_oracle_gives_each_line_of_a_batch_its_own_encoding():
+    """The oracle assembles all lines in one batch and hands each line its own bytes and text."""
+    try:
+        assembler_for(ORACLE_ARCH)
+    except AssemblerUnavailableError as e:
+        pytest.skip(str(e))
     lines = ["s_mov_b32 s1, 0x12345678", "v_add_f32_e32 v1, v2, v3", "s_endpgm"]
-    with tempfile.TemporaryDirectory() as tmp:
-        src, obj = os.path.join(tmp, "t.s"), os.path.join(tmp, "t.o")
-        with open(src, "w") as f:
-            f.write("\n".join(_labelled_source(lines)) + "\n")
-        subprocess.run([sys.executable, "-m", "ziglang", "clang", "-cc1as", "-triple", TRIPLE, "-target-cpu",
-                        "gfx1100", "-filetype", "obj", src, "-o", obj], check=True, capture_output=True)
-        data, syms = _label_offsets(open(obj, "rb").read())
-    parts = _split_by_labels(data, syms, len(lines))
+    results = assemble_each(lines, ORACLE_ARCH)
+    parts = [code for code, _ in results]
     assert [len(p) for p in parts] == [8, 4, 4]
     assert [decode(p, 0).mnemonic for p in parts] == ["s_mov_b32", "v_add_f32", "s_endpgm"]
+    assert [text for _, text in results] == lines
 
 
 # ---------------------------------------------------------------------------------------------------------
