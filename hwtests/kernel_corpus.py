@@ -431,3 +431,29 @@ entry:""" + GID_X + """
   ret void
 }
 """
+
+# a private (scratch) array indexed by data: per-lane memory
+PRIVATE = """
+define amdgpu_kernel void @private_array(ptr addrspace(1) %in, ptr addrspace(1) %out) {
+entry:
+  %arr = alloca [16 x i32], align 4, addrspace(5)""" + GID_X + """
+  br label %fill
+fill:
+  %i = phi i32 [ 0, %entry ], [ %i1, %fill ]
+  %p = getelementptr [16 x i32], ptr addrspace(5) %arr, i32 0, i32 %i
+  %v = mul i32 %i, %gid
+  store volatile i32 %v, ptr addrspace(5) %p
+  %i1 = add i32 %i, 1
+  %c = icmp ult i32 %i1, 16
+  br i1 %c, label %fill, label %read
+read:
+  %pi = getelementptr i32, ptr addrspace(1) %in, i32 %gid
+  %idx0 = load i32, ptr addrspace(1) %pi
+  %idx = and i32 %idx0, 15
+  %pr = getelementptr [16 x i32], ptr addrspace(5) %arr, i32 0, i32 %idx
+  %r = load volatile i32, ptr addrspace(5) %pr
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %gid
+  store i32 %r, ptr addrspace(1) %po
+  ret void
+}
+"""

@@ -204,3 +204,12 @@ def test_unimplemented_instruction_is_an_error_naming_it(device):
         device.synchronize()
     text = str(info.value)
     assert "ds_bpermute_b32" in text and "DS instruction" in text and "PC +0x" in text and "kernel at 0x" in text
+
+
+def test_private_arrays_live_in_per_lane_scratch(device):
+    n = 36864  # 1152 waves: more than the 1024 scratch slots, so the core runs several batches
+    idx = RNG.integers(0, 1 << 16, n, dtype=np.int64).astype(np.uint32)
+    out = device.alloc(4 * n)
+    run(device, K.PRIVATE, "private_array", [buffer_of(device, idx), out], n, 128)
+    gid = np.arange(n, dtype=np.uint64)
+    assert np.array_equal(array_of(out, np.uint32, n), ((idx & 15).astype(np.uint64) * gid).astype(np.uint32))

@@ -114,6 +114,7 @@ class Device:
         self._kernargs: Buffer | None = None
         self._kernarg_pos = 0
         self._dispatch_id = 0
+        self._scratch: Buffer | None = None
 
     # -- bring-up ----------------------------------------------------------------------------------
 
@@ -271,6 +272,17 @@ class Device:
         off = self._kernarg_pos
         self._kernarg_pos += nbytes
         return self._kernargs.va + off, self._kernargs.view[off:off + nbytes]
+
+    def scratch_memory(self, nbytes: int) -> Buffer:
+        """The device's scratch (private segment) backing, grown when a kernel needs more. Grow only after
+        everything submitted has finished: running kernels may be using the old one."""
+        if self._scratch is None or self._scratch.size < nbytes:
+            if self._scratch is not None:
+                self.synchronize()
+                self._buffers.pop(self._scratch.va, None)
+                self._release(self._scratch)
+            self._scratch = self._alloc(nbytes, K.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | BASE_FLAGS, cpu_map=False)
+        return self._scratch
 
     def next_dispatch_id(self) -> int:
         self._dispatch_id += 1

@@ -150,12 +150,29 @@ def user_sgprs(kernel: Kernel, dispatch_ptr: int, queue_ptr: int, kernarg_ptr: i
     return out + [0] * (kernel.user_sgpr_count - len(out))  # LLVM pads (gfx11 wave32 init16 bug): zeros
 
 
-def dispatch_packets(program: Program, launch: Launch, user: list[int], family: str) -> list[list[int]]:
-    """The PM4 a dispatcher emits: cache acquire, program registers, user SGPRs, sizes, DISPATCH_DIRECT, flush."""
+# COMPUTE_TMPRING_SIZE (facts 4.3): WAVES[11:0]; WAVESIZE in 256-byte granules at [26:12] on gfx11,
+# 1 KiB granules at [24:12] on gfx9. Per-wave size = per-lane private bytes x 64 lanes (sized for wave64).
+SCRATCH_WAVES = 1024
+SCRATCH_LANES = 64
+
+
+def scratch_layout(private_bytes: int, family: str) -> tuple[int, int]:
+    """(TMPRING_SIZE value, scratch bytes to allocate) for a per-lane private segment of `private_bytes`."""
+    granule = 256 if family == "gfx11" else 1024
+    wavesize = -(-private_bytes * SCRATCH_LANES // granule)
+    limit = (1 << 15) - 1 if family == "gfx11" else (1 << 13) - 1
+    if wavesize > limit:
+        raise ValueError(f"private segment of {private_bytes} bytes per lane exceeds TMPRING_SIZE.WAVESIZE")
+    return SCRATCH_WAVES | wavesize << 12, SCRATCH_WAVES * wavesize * granule
+
+
+def dispatch_packets(program: Program, launch: Launch, user: list[int], family: str,
+                     scratch: tuple[int, int] = (0, 0)) -> list[list[int]]:
+    """The PM4 a dispatcher emits: cache acquire, program registers, user SGPRs, sizes, DISPATCH_DIRECT, flush.
+    `scratch` is (TMPRING_SIZE, scratch base address) for kernels with a private segment."""
     k = program.kernel
-    if k.private_segment_fixed_size or k.uses_dynamic_stack:
-        raise ValueError(f"{k.name} uses scratch (private segment {k.private_segment_fixed_size} bytes): not "
-                         f"supported by this runtime yet")
+    if k.uses_dynamic_stack:
+        raise ValueError(f"{k.name} uses a dynamic stack: its scratch size is unknown at dispatch")
     lds_granules = -(-k.group_segment_fixed_size // LDS_GRANULE)
     rsrc2 = (k.compute_pgm_rsrc2 & ~(0x1FF << 15)) | (lds_granules & 0x1FF) << 15
     entry = program.entry_va
@@ -176,7 +193,8 @@ def dispatch_packets(program: Program, launch: Launch, user: list[int], family: 
         pm4.set_sh_reg(REGS["COMPUTE_PGM_LO"], [(entry >> 8) & 0xFFFFFFFF, (entry >> 40) & 0xFF]),
         pm4.set_sh_reg(REGS["COMPUTE_PGM_RSRC1"], [k.compute_pgm_rsrc1, rsrc2]),
         pm4.set_sh_reg(rsrc3_reg, [k.compute_pgm_rsrc3]),
-        pm4.set_sh_reg(REGS["COMPUTE_TMPRING_SIZE"], [0]),
+        pm4.set_sh_reg(REGS["COMPUTE_TMPRING_SIZE"], [scratch[0]]),
+        pm4.set_sh_reg(REGS["COMPUTE_DISPATCH_SCRATCH_BASE_LO"], [(scratch[1] >> 8) & 0xFFFFFFFF, scratch[1] >> 40]),
         pm4.set_sh_reg(REGS["COMPUTE_RESTART_X"], [0, 0, 0]),
     ]
     if user:

@@ -143,7 +143,11 @@ class ComputeQueue(HWQueue):
         if k.enable_sgpr_queue_ptr:
             queue_ptr = va + pos
         user = P.user_sgprs(k, dispatch_ptr, queue_ptr, va, self.device.next_dispatch_id())
-        for packet in P.dispatch_packets(program, launch, user, self._family):
+        scratch = (0, 0)
+        if k.private_segment_fixed_size:
+            tmpring, nbytes = P.scratch_layout(k.private_segment_fixed_size, self._family)
+            scratch = (tmpring, self.device.scratch_memory(nbytes).va)
+        for packet in P.dispatch_packets(program, launch, user, self._family, scratch):
             self._add(packet)
         return self
 

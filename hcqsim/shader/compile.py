@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import EngineError, UnsupportedError
 from . import alu
 from . import formats as fm
 from . import lanemem
@@ -31,6 +31,10 @@ PRIVATE_APERTURE = 2 << 48
 
 class ShaderUnsupported(UnsupportedError):
     pass
+
+
+class ShaderFault(EngineError):
+    kind = "shader fault"
 
 
 @dataclass
@@ -881,6 +885,32 @@ def _flat_address(instr: Instr, ctx: Context) -> Callable:
     return get_saddr
 
 
+def _scratch_address(instr: Instr, ctx: Context) -> Callable:
+    """Per-lane addresses of a SCRATCH instruction: private offset = SGPR (saddr) + VGPR (when SVE) + offset,
+    placed in the lane's slice of its wave's private segment (architected flat scratch)."""
+    f = instr.fields
+    offset = sext(f["offset"], 13)
+    saddr, vaddr = f["saddr"], f["addr"] if f["sve"] else None
+
+    def get(W, w):
+        if W.scratch_base is None:
+            raise ShaderFault(f"{ctx.kernel}: scratch instruction at PC +0x{instr.pc:x} but RSRC2.SCRATCH_EN is off")
+        off = np.full((W.s[w, 0].shape[0], W.lanes), offset, np.int64)
+        if saddr not in (NULL, 0x7F):
+            off += W.s[w, saddr].astype(np.int64)[:, None]
+        if vaddr is not None:
+            off += W.v[w, vaddr].astype(np.int64)
+        lanes = W.exec_lanes(w)
+        bad = lanes & ((off < 0) | (off + 4 > W.scratch_lane))
+        if bad.any():
+            raise ShaderFault(f"{ctx.kernel}, PC +0x{instr.pc:x}: private offset {int(off[bad][0])} outside the "
+                              f"{W.scratch_lane}-byte private segment of a lane")
+        base = W.scratch_base[w] if not isinstance(w, slice) else W.scratch_base
+        lane_base = base[:, None] + np.arange(W.lanes, dtype=np.uint64) * np.uint64(W.scratch_lane)
+        return lane_base + off.astype(np.uint64)
+    return get
+
+
 _LOAD = {"u8": (1, np.uint8), "i8": (1, np.int8), "u16": (2, np.uint16), "i16": (2, np.int16), "b32": (4, None),
          "b64": (8, None), "b96": (12, None), "b128": (16, None)}
 _STORE = {"b8": 1, "b16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
@@ -889,11 +919,9 @@ _STORE = {"b8": 1, "b16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
 def compile_flat(instr: Instr, ctx: Context) -> Run:
     name = instr.mnemonic
     f = instr.fields
-    prefix = {"GLOBAL": "global_", "FLAT": "flat_"}.get(instr.family)
-    if prefix is None:
-        raise ctx.unsupported(instr, "scratch (private memory) instructions are not emulated")
+    prefix = {"GLOBAL": "global_", "FLAT": "flat_", "SCRATCH": "scratch_"}[instr.family]
     op = name[len(prefix):]
-    address = _flat_address(instr, ctx)
+    address = _scratch_address(instr, ctx) if instr.family == "SCRATCH" else _flat_address(instr, ctx)
     space = ctx.space
     step = _advance(instr.size)
     flat = instr.family == "FLAT"

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..dispatch import RSRC2, Dispatch
 from ..errors import EngineError, UnsupportedError, VMFaultError
-from .compile import Context, ShaderUnsupported, compile_instr
+from .compile import Context, ShaderFault, ShaderUnsupported, compile_instr
 from .decoder import decode
 from .waves import EXEC, Waves
 
@@ -25,10 +25,6 @@ VGPR_GRANULE = {32: 8, 64: 4}  # gfx11: wave32 allocates VGPRs in blocks of 8, w
 BATCH_BYTES = 48 << 20  # VGPR state per batch of workgroups
 MAX_WAVE_STEPS = 200_000_000  # wave-instructions per dispatch before the kernel is declared runaway
 FETCH_BYTES = 16
-
-
-class ShaderFault(EngineError):
-    kind = "shader fault"
 
 
 class ShaderCore:
@@ -55,11 +51,20 @@ class ShaderCore:
         groups = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], axis=1)  # x fastest, as the CP walks them
         per_wave = vgprs * lanes * 4 + 1024
         batch_groups = max(1, BATCH_BYTES // (per_wave * waves_per_group))
+        scratch = self._scratch(d, rsrc2, lanes)
+        if scratch is not None:  # only TMPRING_SIZE.WAVES waves may hold scratch at once: batch no more
+            batch_groups = max(1, min(batch_groups, scratch[2] // waves_per_group))
+            if waves_per_group > scratch[2]:
+                raise ShaderFault(f"a workgroup of {waves_per_group} waves needs more scratch slots than "
+                                  f"COMPUTE_TMPRING_SIZE.WAVES = {scratch[2]}")
         ctx = Context(lanes, vgprs, self.gpu.memory, f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}")
         total_waves = 0
         for start in range(0, len(groups), batch_groups):
             batch = groups[start:start + batch_groups]
             W = self._launch(d, rsrc2, batch, lanes, vgprs, waves_per_group)
+            if scratch is not None:  # wave slot i owns [base + i * wavesize, + wavesize), lanes side by side
+                W.scratch_base = scratch[0] + np.arange(W.n, dtype=np.uint64) * np.uint64(scratch[1])
+                W.scratch_lane = scratch[1] // lanes
             self._run(W, d, ctx)
             total_waves += W.n
         self.stats["dispatches"] += 1
@@ -68,6 +73,18 @@ class ShaderCore:
                                f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}: groups {d.groups} of "
                                f"{d.group_size}, {total_waves} wave{lanes}s"))
         return total_waves
+
+    @staticmethod
+    def _scratch(d: Dispatch, rsrc2: dict, lanes: int) -> tuple[int, int, int] | None:
+        """(scratch base, bytes per wave, wave slots) from DISPATCH_SCRATCH_BASE and TMPRING_SIZE (gfx11:
+        WAVESIZE[26:12] in 256-byte granules), or None when RSRC2.SCRATCH_EN is off."""
+        if not rsrc2["scratch_en"]:
+            return None
+        waves, wavesize = d.tmpring_size & 0xFFF, ((d.tmpring_size >> 12) & 0x7FFF) * 256
+        if not (waves and wavesize and d.scratch_base):
+            raise ShaderFault(f"RSRC2.SCRATCH_EN with no scratch: TMPRING_SIZE 0x{d.tmpring_size:x}, scratch base "
+                              f"0x{d.scratch_base:x}")
+        return d.scratch_base, wavesize, waves
 
     @staticmethod
     def _check_modes(d: Dispatch, rsrc2: dict) -> None:
@@ -80,8 +97,7 @@ class ShaderCore:
                                    f"emulated")
         if rsrc2["tg_size_en"]:
             raise UnsupportedError("RSRC2.TG_SIZE_EN (workgroup info SGPR) is not emulated")
-        if rsrc2["scratch_en"]:
-            raise UnsupportedError("RSRC2.SCRATCH_EN: private (scratch) memory is not emulated")
+
 
     def _launch(self, d: Dispatch, rsrc2: dict, batch: list, lanes: int, vgprs: int, wpg: int) -> Waves:
         """Initial wave state for a batch of workgroups (ISA_FACTS 4.4, HARDWARE_FACTS 4.5)."""

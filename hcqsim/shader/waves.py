@@ -33,6 +33,8 @@ class Waves:
         self.lane_ids = np.arange(lanes, dtype=np.uint64)
         self.lane_bits = (np.uint64(1) << self.lane_ids).astype(np.uint64)
         self._exec_cache = None
+        self.scratch_base: np.ndarray | None = None  # uint64 [waves]: each wave's private segment
+        self.scratch_lane = 0  # bytes of private segment per lane
 
     # -- masks -------------------------------------------------------------------------------------
 
