@@ -1406,7 +1406,7 @@ class EmulatedOS(OSBoundary):
             if node.mmio_va is None:
                 node.mmio_va = driver._special_page(PAGE_SIZE, None, "mmap")
             return self._at(node.mmio_va, addr, flags, "the MMIO page")
-        raise _fail(errno.EINVAL, f"mmap: RESERVED_MEM offsets are not emulated")
+        raise _fail(errno.EINVAL, "mmap: RESERVED_MEM offsets are not emulated")
 
     def doorbell_slice(self, node: _Node) -> int:
         if node.doorbell_va is None:

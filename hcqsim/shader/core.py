@@ -17,8 +17,9 @@ import numpy as np
 
 from ..dispatch import RSRC2, Dispatch
 from ..errors import EngineError, UnsupportedError, VMFaultError
-from .compile import Context, ShaderFault, ShaderUnsupported, compile_instr
+from .compile import compile_instr
 from .decoder import decode
+from .operands import Context, ShaderFault
 from .waves import EXEC, Waves
 
 VGPR_GRANULE = {32: 8, 64: 4}  # gfx11: wave32 allocates VGPRs in blocks of 8, wave64 in blocks of 4

@@ -1,0 +1,430 @@
+"""Memory instructions compiled to closures: scalar loads (SMEM), global/flat/scratch loads, stores and
+atomics, LDS (DS) and the buffer cache-control forms. Per-lane traffic goes through `lanemem` (checked
+against the GPU's page table) or the workgroup's LDS array."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from . import lanemem
+from .alu import F32, U16, U32, U64
+from .decoder import Instr, sext
+from .operands import SHARED_APERTURE, Context, Run, ShaderFault, _advance
+from .waves import EXEC, NULL, Waves
+
+def compile_smem(instr: Instr, ctx: Context) -> Run:
+    f, name = instr.fields, instr.mnemonic
+    step = _advance(instr.size)
+    if name in ("s_dcache_inv", "s_gl1_inv", "s_icache_inv"):
+        return step
+    if not name.startswith("s_load_b"):
+        raise ctx.unsupported(instr, "scalar memory operation not implemented (s_buffer_load needs a V#)")
+    n = int(name[len("s_load_b"):]) // 32
+    base_reg, dst = f["sbase"] * 2, f["sdata"]
+    offset = sext(f["offset"], 21)
+    soff = f["soffset"]
+    space = ctx.space
+
+    def run(W, w):
+        base = W.s[w, base_reg].astype(U64) | W.s[w, base_reg + 1].astype(U64) << U64(32)
+        addr = base + U64(offset & 0xFFFFFFFFFFFFFFFF)
+        if soff != NULL:
+            addr = addr + W.s[w, soff].astype(U64)
+        addr = addr & ~U64(3)  # scalar loads are dword aligned
+        data = lanemem.load(space, addr, 4 * n).view(U32)
+        W.s[w, dst:dst + n] = data.reshape(-1, n)
+        if dst <= EXEC + 1 and EXEC < dst + n:
+            W.exec_written()
+        step(W, w)
+    return run
+
+
+def _flat_address(instr: Instr, ctx: Context) -> Callable:
+    """f(W, w) -> uint64 [nw, lanes] per-lane addresses of a FLAT/GLOBAL instruction."""
+    f = instr.fields
+    offset = sext(f["offset"], 13) if instr.family != "FLAT" else f["offset"] & 0xFFF
+    addr, saddr = f["addr"], f["saddr"]
+    if saddr in (NULL, 0x7F) or instr.family == "FLAT":  # 64-bit address in a VGPR pair
+        def get(W, w):
+            return (W.v[w, addr].astype(U64) | W.v[w, addr + 1].astype(U64) << U64(32)) + U64(offset & (2 ** 64 - 1))
+        return get
+
+    def get_saddr(W, w):
+        base = W.s[w, saddr].astype(U64) | W.s[w, saddr + 1].astype(U64) << U64(32)
+        return base[:, None] + W.v[w, addr].astype(U64) + U64(offset & (2 ** 64 - 1))
+    return get_saddr
+
+
+def _scratch_address(instr: Instr, ctx: Context) -> Callable:
+    """Per-lane addresses of a SCRATCH instruction: private offset = SGPR (saddr) + VGPR (when SVE) + offset,
+    placed in the lane's slice of its wave's private segment (architected flat scratch)."""
+    f = instr.fields
+    offset = sext(f["offset"], 13)
+    saddr, vaddr = f["saddr"], f["addr"] if f["sve"] else None
+
+    def get(W, w):
+        if W.scratch_base is None:
+            raise ShaderFault(f"{ctx.kernel}: scratch instruction at PC +0x{instr.pc:x} but RSRC2.SCRATCH_EN is off")
+        off = np.full((W.s[w, 0].shape[0], W.lanes), offset, np.int64)
+        if saddr not in (NULL, 0x7F):
+            off += W.s[w, saddr].astype(np.int64)[:, None]
+        if vaddr is not None:
+            off += W.v[w, vaddr].astype(np.int64)
+        lanes = W.exec_lanes(w)
+        bad = lanes & ((off < 0) | (off + 4 > W.scratch_lane))
+        if bad.any():
+            raise ShaderFault(f"{ctx.kernel}, PC +0x{instr.pc:x}: private offset {int(off[bad][0])} outside the "
+                              f"{W.scratch_lane}-byte private segment of a lane")
+        base = W.scratch_base[w] if not isinstance(w, slice) else W.scratch_base
+        lane_base = base[:, None] + np.arange(W.lanes, dtype=np.uint64) * np.uint64(W.scratch_lane)
+        return lane_base + off.astype(np.uint64)
+    return get
+
+
+_LOAD = {"u8": (1, np.uint8), "i8": (1, np.int8), "u16": (2, np.uint16), "i16": (2, np.int16), "b32": (4, None),
+         "b64": (8, None), "b96": (12, None), "b128": (16, None)}
+_STORE = {"b8": 1, "b16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
+
+
+def compile_flat(instr: Instr, ctx: Context) -> Run:
+    name = instr.mnemonic
+    f = instr.fields
+    prefix = {"GLOBAL": "global_", "FLAT": "flat_", "SCRATCH": "scratch_"}[instr.family]
+    op = name[len(prefix):]
+    address = _scratch_address(instr, ctx) if instr.family == "SCRATCH" else _flat_address(instr, ctx)
+    space = ctx.space
+    step = _advance(instr.size)
+    flat = instr.family == "FLAT"
+    if op.startswith("load_") and op[5:] in _LOAD:
+        nbytes, ext = _LOAD[op[5:]]
+        dst = f["vdst"]
+        ndw = max(1, nbytes // 4)
+
+        def run(W, w):
+            lanes = W.exec_lanes(w)
+            addrs = address(W, w)
+            active = addrs[lanes]
+            data = _flat_load(W, w, lanes, space, active, nbytes) if flat else lanemem.load(space, active, nbytes)
+            if ext is not None:
+                vals = data.view(ext).reshape(-1).astype(np.int64).astype(U32) if ext in (np.int8, np.int16) \
+                    else data.view(ext).reshape(-1).astype(U32)
+                _scatter_dwords(W, w, dst, lanes, vals[:, None])
+            else:
+                _scatter_dwords(W, w, dst, lanes, data.view(U32).reshape(-1, ndw))
+            step(W, w)
+        return run
+    if op.startswith("load_d16_"):  # 8/16-bit load into one half of the VGPR, the other half kept
+        kind = op[len("load_d16_"):]
+        hi = kind.startswith("hi_")
+        nbytes, ext = {"u8": (1, np.uint8), "i8": (1, np.int8), "b16": (2, np.uint16)}[kind[3:] if hi else kind]
+        dst = f["vdst"]
+
+        def run(W, w):
+            lanes = W.exec_lanes(w)
+            active = address(W, w)[lanes]
+            data = _flat_load(W, w, lanes, space, active, nbytes) if flat else lanemem.load(space, active, nbytes)
+            _merge_half(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
+            step(W, w)
+        return run
+    if op.startswith("store_d16_hi_"):
+        nbytes = {"b8": 1, "b16": 2}[op[len("store_d16_hi_"):]]
+        src = f["data"]
+
+        def run(W, w):
+            lanes = W.exec_lanes(w)
+            addrs = address(W, w)[lanes]
+            data = (W.v[w, src][lanes] >> U32(16)).astype(U16).view(np.uint8).reshape(-1, 2)[:, :nbytes]
+            if flat:
+                _flat_store(W, w, lanes, space, addrs, data)
+            else:
+                lanemem.store(space, addrs, np.ascontiguousarray(data))
+            step(W, w)
+        return run
+    if op.startswith("store_") and op[6:] in _STORE:
+        nbytes = _STORE[op[6:]]
+        src = f["data"]
+        ndw = max(1, nbytes // 4)
+
+        def run(W, w):
+            lanes = W.exec_lanes(w)
+            addrs = address(W, w)[lanes]
+            regs = np.stack([W.v[w, src + i] for i in range(ndw)], axis=-1)[lanes]  # [active, ndw]
+            data = regs.astype(U32).view(np.uint8).reshape(-1, 4 * ndw)[:, :nbytes]
+            if flat:
+                _flat_store(W, w, lanes, space, addrs, data)
+            else:
+                lanemem.store(space, addrs, np.ascontiguousarray(data))
+            step(W, w)
+        return run
+    if op.startswith("atomic_"):
+        return _compile_global_atomic(instr, ctx, op[len("atomic_"):], address)
+    raise ctx.unsupported(instr, "memory operation not implemented")
+
+
+def _scatter_dwords(W: Waves, w, dst: int, lanes: np.ndarray, values: np.ndarray) -> None:
+    """Write [active, ndw] dwords to VGPRs dst.. of the active lanes."""
+    for i in range(values.shape[1]):
+        full = W.v[w, dst + i]
+        full[lanes] = values[:, i]
+        W.v[w, dst + i] = full
+
+
+def _merge_half(W: Waves, w, dst: int, lanes: np.ndarray, vals16: np.ndarray, hi: bool) -> None:
+    """Write 16-bit values [active] into the low or high half of VGPR dst, keeping the other half."""
+    full = W.v[w, dst]
+    old = full[lanes]
+    full[lanes] = (old & U32(0x0000FFFF)) | vals16.astype(U32) << U32(16) if hi else \
+        (old & U32(0xFFFF0000)) | vals16.astype(U32)
+    W.v[w, dst] = full
+
+
+def _split_flat(W, w, lanes, addrs):
+    """Which active flat addresses fall in the LDS aperture."""
+    return (addrs >> U64(32)) == U64(SHARED_APERTURE >> 32)
+
+
+def _flat_load(W, w, lanes, space, addrs, nbytes):
+    lds = _split_flat(W, w, lanes, addrs)
+    out = np.empty((addrs.size, nbytes), np.uint8)
+    if (~lds).any():
+        out[~lds] = lanemem.load(space, addrs[~lds], nbytes)
+    if lds.any():
+        groups = np.broadcast_to(W.group[w][:, None] if not isinstance(w, slice) else W.group[:, None],
+                                 lanes.shape)[lanes][lds]
+        out[lds] = _lds_load(W, groups, (addrs[lds] & U64(0xFFFFFFFF)).astype(np.int64), nbytes)
+    return out
+
+
+def _flat_store(W, w, lanes, space, addrs, data):
+    lds = _split_flat(W, w, lanes, addrs)
+    if (~lds).any():
+        lanemem.store(space, addrs[~lds], np.ascontiguousarray(data[~lds]))
+    if lds.any():
+        groups = np.broadcast_to(W.group[w][:, None] if not isinstance(w, slice) else W.group[:, None],
+                                 lanes.shape)[lanes][lds]
+        _lds_store(W, groups, (addrs[lds] & U64(0xFFFFFFFF)).astype(np.int64), np.ascontiguousarray(data[lds]))
+
+
+_ATOMIC_FNS = {
+    "add": lambda o, s: o + s, "sub": lambda o, s: o - s, "swap": lambda o, s: s,
+    "and": lambda o, s: o & s, "or": lambda o, s: o | s, "xor": lambda o, s: o ^ s,
+    "min": np.minimum, "max": np.maximum,
+    "inc": lambda o, s: np.where(o >= s, 0, o + 1).astype(o.dtype),
+    "dec": lambda o, s: np.where((o == 0) | (o > s), s, o - 1).astype(o.dtype),
+}
+
+
+def _atomic_kind(ctx: Context, instr: Instr, op: str):
+    """(function, dtype, width bytes, compare-swap?) of an atomic op name like add_u32 / cmpswap_b64 / add_f32."""
+    base, _, typ = op.rpartition("_")
+    dt = {"u32": U32, "i32": np.int32, "b32": U32, "f32": F32, "u64": U64, "i64": np.int64, "b64": U64}.get(typ)
+    if dt is None:
+        raise ctx.unsupported(instr, f"atomic type {typ} not implemented")
+    if base == "cmpswap":
+        return None, dt, np.dtype(dt).itemsize, True
+    key = base.replace("_rtn", "")
+    fn = _ATOMIC_FNS.get(key)
+    if fn is None:
+        raise ctx.unsupported(instr, f"atomic {base} not implemented")
+    return fn, dt, np.dtype(dt).itemsize, False
+
+
+def _apply_atomics(old_of, write, addrs, srcs, cmps, fn, dt, cmpswap):
+    """Apply per-lane atomics in lane order (lanes on the same address see each other); returns pre-op values."""
+    uniq, first = np.unique(addrs, return_index=True)
+    rets = np.empty(addrs.size, dt)
+    if uniq.size == addrs.size:  # no two lanes share an address: one vector step
+        old = old_of(addrs)
+        rets[:] = old
+        new = np.where(old == cmps, srcs, old) if cmpswap else fn(old, srcs)
+        write(addrs, np.asarray(new).astype(dt))
+        return rets
+    current = dict(zip(uniq.tolist(), old_of(uniq).tolist()))
+    for i, a in enumerate(addrs.tolist()):
+        old = dt(current[a])
+        rets[i] = old
+        new = (srcs[i] if old == cmps[i] else old) if cmpswap else fn(np.array([old], dt), np.array([srcs[i]], dt))[0]
+        current[a] = dt(new)
+    keys = np.array(list(current.keys()), dtype=addrs.dtype)
+    write(keys, np.array([current[k] for k in current.keys()], dt))
+    return rets
+
+
+def _compile_global_atomic(instr: Instr, ctx: Context, op: str, address: Callable) -> Run:
+    f = instr.fields
+    fn, dt, size, cmpswap = _atomic_kind(ctx, instr, op)
+    ndw = size // 4
+    src, dst, returns = f["data"], f["vdst"], bool(f["glc"])
+    space = ctx.space
+    step = _advance(instr.size)
+    if instr.family == "FLAT":
+        raise ctx.unsupported(instr, "flat atomics are not emulated (use global)")
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        addrs = address(W, w)[lanes]
+        regs = np.stack([W.v[w, src + i] for i in range(ndw * (2 if cmpswap else 1))], axis=-1)[lanes]
+        vals = np.ascontiguousarray(regs[:, :ndw]).view(dt).reshape(-1)
+        cmps = np.ascontiguousarray(regs[:, ndw:]).view(dt).reshape(-1) if cmpswap else vals
+        if addrs.size:
+            lanemem.check(space, addrs, size, "write")
+        old_of = lambda a: lanemem.load(space, a, size).view(dt).reshape(-1)
+        write = lambda a, v: lanemem.store(space, a, np.ascontiguousarray(v).view(np.uint8).reshape(-1, size))
+        rets = _apply_atomics(old_of, write, addrs, vals, cmps, fn, dt, cmpswap) if addrs.size else \
+            np.zeros(0, dt)
+        if returns:
+            _scatter_dwords(W, w, dst, lanes, np.ascontiguousarray(rets).view(U32).reshape(-1, ndw))
+        step(W, w)
+    return run
+
+
+# -- LDS -----------------------------------------------------------------------------------------------
+
+
+def _lds_load(W: Waves, groups: np.ndarray, addrs: np.ndarray, nbytes: int) -> np.ndarray:
+    """Bytes from each lane's workgroup LDS; out-of-range addresses read 0 (hardware LDS bounds)."""
+    size = W.lds.shape[1]
+    ok = (addrs >= 0) & (addrs + nbytes <= size)
+    flat = W.lds.reshape(-1)
+    idx = (groups * size + np.where(ok, addrs, 0))[:, None] + np.arange(nbytes)
+    return np.where(ok[:, None], flat[idx], 0).astype(np.uint8)
+
+
+def _lds_store(W: Waves, groups: np.ndarray, addrs: np.ndarray, data: np.ndarray) -> None:
+    size = W.lds.shape[1]
+    nbytes = data.shape[1]
+    ok = (addrs >= 0) & (addrs + nbytes <= size)  # out-of-range writes are dropped
+    flat = W.lds.reshape(-1)
+    idx = (groups[ok] * size + addrs[ok])[:, None] + np.arange(nbytes)
+    flat[idx] = data[ok]
+
+
+_DS_LOAD = {"b32": 4, "b64": 8, "b96": 12, "b128": 16, "u8": 1, "i8": 1, "u16": 2, "i16": 2}
+_DS_STORE = {"b32": 4, "b64": 8, "b96": 12, "b128": 16, "b8": 1, "b16": 2}
+
+
+def compile_ds(instr: Instr, ctx: Context) -> Run:
+    f, name = instr.fields, instr.mnemonic
+    if f.get("gds"):
+        raise ctx.unsupported(instr, "GDS is not emulated")
+    op = name[len("ds_"):]
+    addr_reg, d0, d1, dst = f["addr"], f["data0"], f["data1"], f["vdst"]
+    off0, off1 = f["offset0"], f["offset1"]
+    step = _advance(instr.size)
+
+    def lane_groups(W, w, lanes):
+        g = W.group if isinstance(w, slice) else W.group[w]
+        return np.broadcast_to(g[:, None], lanes.shape)[lanes]
+
+    def addresses(W, w, lanes):
+        return W.v[w, addr_reg][lanes].astype(np.int64)
+
+    if op.startswith("load_2addr") or op.startswith("store_2addr"):
+        stride64 = "stride64" in op
+        width = 8 if op.endswith("b64") else 4
+        scale = width * (64 if stride64 else 1)
+        ndw = width // 4
+        if op.startswith("load"):
+            def run(W, w):
+                lanes = W.exec_lanes(w)
+                g, a = lane_groups(W, w, lanes), addresses(W, w, lanes)
+                first = _lds_load(W, g, a + off0 * scale, width).view(U32).reshape(-1, ndw)
+                second = _lds_load(W, g, a + off1 * scale, width).view(U32).reshape(-1, ndw)
+                _scatter_dwords(W, w, dst, lanes, np.concatenate([first, second], axis=1))
+                step(W, w)
+            return run
+
+        def run(W, w):
+            lanes = W.exec_lanes(w)
+            g, a = lane_groups(W, w, lanes), addresses(W, w, lanes)
+            for reg, off in ((d0, off0), (d1, off1)):
+                regs = np.stack([W.v[w, reg + i] for i in range(ndw)], axis=-1)[lanes]
+                _lds_store(W, g, a + off * scale, np.ascontiguousarray(regs.astype(U32)).view(np.uint8).reshape(-1, width))
+            step(W, w)
+        return run
+    offset = off0 | off1 << 8
+    if op.endswith("_d16") or op.endswith("_d16_hi"):  # ds_load_u8_d16(_hi), ds_store_b16_d16_hi, ...
+        hi = op.endswith("_hi")
+        kind = op.split("_")[1]
+        nbytes = {"u8": 1, "i8": 1, "u16": 2, "b8": 1, "b16": 2}[kind]
+        if op.startswith("load_"):
+            ext = {"u8": np.uint8, "i8": np.int8, "u16": np.uint16}[kind]
+
+            def run(W, w):
+                lanes = W.exec_lanes(w)
+                data = _lds_load(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, nbytes)
+                _merge_half(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
+                step(W, w)
+            return run
+
+        def run(W, w):
+            lanes = W.exec_lanes(w)
+            data = (W.v[w, d0][lanes] >> U32(16)).astype(U16).view(np.uint8).reshape(-1, 2)[:, :nbytes]
+            _lds_store(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, np.ascontiguousarray(data))
+            step(W, w)
+        return run
+    if op.startswith("load_") and op[5:] in _DS_LOAD:
+        nbytes = _DS_LOAD[op[5:]]
+        signed = op[5:] in ("i8", "i16")
+        ndw = max(1, nbytes // 4)
+
+        def run(W, w):
+            lanes = W.exec_lanes(w)
+            data = _lds_load(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, nbytes)
+            if nbytes < 4:
+                dt = {1: np.int8 if signed else np.uint8, 2: np.int16 if signed else np.uint16}[nbytes]
+                vals = data.view(dt).reshape(-1).astype(np.int64).astype(U32)[:, None]
+            else:
+                vals = data.view(U32).reshape(-1, ndw)
+            _scatter_dwords(W, w, dst, lanes, vals)
+            step(W, w)
+        return run
+    if op.startswith("store_") and op[6:] in _DS_STORE:
+        nbytes = _DS_STORE[op[6:]]
+        ndw = max(1, nbytes // 4)
+
+        def run(W, w):
+            lanes = W.exec_lanes(w)
+            regs = np.stack([W.v[w, d0 + i] for i in range(ndw)], axis=-1)[lanes]
+            data = np.ascontiguousarray(regs.astype(U32)).view(np.uint8).reshape(-1, 4 * ndw)[:, :nbytes]
+            _lds_store(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, np.ascontiguousarray(data))
+            step(W, w)
+        return run
+    # LDS atomics: ds_add_u32, ds_add_rtn_u32, ds_cmpstore_b32, ds_max_i32 ...
+    base = op.replace("_rtn", "")
+    returns = "_rtn" in op
+    kind, _, typ = base.rpartition("_")
+    if kind in ("cmpstore", "cmpswap"):
+        fn, cmpswap = None, True
+    else:
+        fn, cmpswap = _ATOMIC_FNS.get({"rsub": "sub"}.get(kind, kind)), False
+    dt = {"u32": U32, "i32": np.int32, "b32": U32, "f32": F32, "u64": U64, "i64": np.int64, "b64": U64}.get(typ)
+    if dt is None or (fn is None and not cmpswap) or kind == "rsub":
+        raise ctx.unsupported(instr, "LDS operation not implemented")
+    size = np.dtype(dt).itemsize
+    ndw = size // 4
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        g, a = lane_groups(W, w, lanes), addresses(W, w, lanes) + offset
+        flat_addr = g * W.lds.shape[1] + a  # one address space over all groups' LDS
+        vals = np.ascontiguousarray(np.stack([W.v[w, d0 + i] for i in range(ndw)], axis=-1)[lanes]).view(dt).reshape(-1)
+        # ds_cmpstore: data0 is the new value, data1 the compare value (MEM = MEM == cmp ? src : MEM)
+        cmps = np.ascontiguousarray(np.stack([W.v[w, d1 + i] for i in range(ndw)], axis=-1)[lanes]).view(dt).reshape(-1) \
+            if cmpswap else vals
+        old_of = lambda fa: _lds_load(W, fa // W.lds.shape[1], fa % W.lds.shape[1], size).view(dt).reshape(-1)
+        write = lambda fa, v: _lds_store(W, fa // W.lds.shape[1], fa % W.lds.shape[1],
+                                         np.ascontiguousarray(np.asarray(v, dt)).view(np.uint8).reshape(-1, size))
+        rets = _apply_atomics(old_of, write, flat_addr, vals, cmps, fn, dt, cmpswap) if flat_addr.size else \
+            np.zeros(0, dt)
+        if returns:
+            _scatter_dwords(W, w, dst, lanes, np.ascontiguousarray(rets).view(U32).reshape(-1, ndw))
+        step(W, w)
+    return run
+
+
+def compile_mubuf(instr: Instr, ctx: Context) -> Run:
+    if instr.mnemonic in ("buffer_gl0_inv", "buffer_gl1_inv"):  # cache invalidates: memory is coherent here
+        return _advance(instr.size)
+    raise ctx.unsupported(instr, "buffer (V#) memory instructions are not emulated")

@@ -1,0 +1,243 @@
+"""Operands of shader instructions: the compile context, source readers and destination writers.
+
+Readers and writers are built once per instruction at compile time (register numbers, inline constants,
+literals, modifiers resolved) and called per execution with the wave state `W` and a wave selection `w`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import EngineError, UnsupportedError
+from . import formats as fm
+from .alu import DTYPES, U16, U32, U64, WIDTH
+from .decoder import Instr
+from .waves import EXEC, M0, NULL, VCC, Waves
+
+SHARED_APERTURE = 1 << 48  # facts 1.2: the LDS aperture of flat addresses (high 32 bits in src_shared_base)
+PRIVATE_APERTURE = 2 << 48
+
+
+class ShaderUnsupported(UnsupportedError):
+    pass
+
+
+class ShaderFault(EngineError):
+    kind = "shader fault"
+
+
+@dataclass
+class Context:
+    """What compilation needs to know about the dispatch."""
+
+    lanes: int
+    vgprs: int
+    space: object  # AddressSpace, for memory instructions
+    kernel: str  # "kernel at 0x..." for messages
+
+    def unsupported(self, instr: Instr, why: str) -> ShaderUnsupported:
+        words = " ".join(f"{x:08x}" for x in instr.words)
+        return ShaderUnsupported(f"{self.kernel}, PC +0x{instr.pc:x}: {instr.family} instruction {words} "
+                                 f"({instr.mnemonic or 'unknown opcode ' + hex(instr.op)}): {why}")
+
+
+Run = Callable[[Waves, object], None]
+
+
+# ---------------------------------------------------------------------------------------------------
+# operands
+
+
+def _const_bits(code: int, bits: int, is_float: bool, literal: int | None) -> int | None:
+    if code == fm.LITERAL:
+        if literal is None:
+            return None
+        if bits == 64:  # a 32-bit literal for a 64-bit operand: the high half for floats, zero-extended else
+            return literal << 32 if is_float else literal
+        return literal & ((1 << bits) - 1)
+    if code == fm.SRC_SHARED_BASE:
+        return SHARED_APERTURE >> 32
+    if code == fm.SRC_PRIVATE_BASE:
+        return PRIVATE_APERTURE >> 32
+    if code == fm.SRC_SHARED_LIMIT:
+        return (SHARED_APERTURE + (1 << 32) - 1) >> 32
+    if code == fm.SRC_PRIVATE_LIMIT:
+        return (PRIVATE_APERTURE + (1 << 32) - 1) >> 32
+    if code == NULL:
+        return 0
+    return fm.inline_bits(code, bits, is_float)
+
+
+def _to_type(raw, typ: str):
+    """Raw bits (uint32 for <= 32-bit types, uint64 pairs for 64-bit) -> the type's numpy dtype."""
+    dt = DTYPES[typ]
+    if WIDTH[typ] == 16:
+        return raw.astype(U16).view(dt) if isinstance(raw, np.ndarray) else np.array(raw, U16).view(dt)[()]
+    if isinstance(raw, np.ndarray):
+        return raw.view(dt)
+    return np.array(raw, U64 if WIDTH[typ] == 64 else U32).view(dt)[()]
+
+
+def vsrc(ctx: Context, instr: Instr, code: int, typ: str, hi: bool = False) -> Callable:
+    """Reader of a VALU source: f(W, w) -> array [nw, lanes] or [nw, 1] or a scalar, of the type's dtype.
+    `hi` selects the high 16 bits of a 32-bit register for 16-bit operands (opsel)."""
+    bits = WIDTH[typ]
+    if code in fm.DPP_SRC0:
+        raise ctx.unsupported(instr, "DPP operands are not emulated")
+    if code >= fm.VGPR_BASE:
+        r = code - fm.VGPR_BASE
+        if r + (2 if bits == 64 else 1) > ctx.vgprs:
+            raise ctx.unsupported(instr, f"reads v{r}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
+        if bits == 64:
+            return lambda W, w: (W.v[w, r].astype(U64) | W.v[w, r + 1].astype(U64) << U64(32)).view(DTYPES[typ])
+        if bits == 16:
+            sh = U32(16 if hi else 0)
+            return lambda W, w: ((W.v[w, r] >> sh) & U32(0xFFFF)).astype(U16).view(DTYPES[typ])
+        dt = DTYPES[typ]
+        return lambda W, w: W.v[w, r].view(dt)
+    if code < 128 and code != NULL:
+        if bits == 64:
+            return lambda W, w: (W.s[w, code].astype(U64) | W.s[w, code + 1].astype(U64) << U64(32)).view(
+                DTYPES[typ])[:, None]
+        if bits == 16:
+            sh = U32(16 if hi else 0)
+            return lambda W, w: ((W.s[w, code] >> sh) & U32(0xFFFF)).astype(U16).view(DTYPES[typ])[:, None]
+        dt = DTYPES[typ]
+        return lambda W, w: W.s[w, code].view(dt)[:, None]
+    if code == fm.SRC_SCC:
+        return lambda W, w: W.scc[w].astype(U32).view(DTYPES[typ])[:, None] if bits == 32 else \
+            W.scc[w].astype(DTYPES[typ])[:, None]
+    is_float = typ.startswith("f")
+    if bits == 16 and code == fm.LITERAL and instr.literal is not None:  # a packed literal holds both halves
+        value = (instr.literal >> 16 if hi else instr.literal) & 0xFFFF
+    else:
+        value = _const_bits(code, bits, is_float, instr.literal)
+    if value is None:
+        raise ctx.unsupported(instr, f"operand {code} is not an operand the shader core knows")
+    c = _to_type(value, typ)
+    return lambda W, w: c
+
+
+def true16(code: int) -> tuple[int, bool]:
+    """gfx11 true16 e32 encoding of a 16-bit VGPR operand: bit 7 of the register number picks the high half
+    (v0.h), so only v0..v127 are reachable. Non-VGPR operands are unchanged."""
+    if code < fm.VGPR_BASE:
+        return code, False
+    r = code - fm.VGPR_BASE
+    return fm.VGPR_BASE + (r & 0x7F), bool(r & 0x80)
+
+
+def _modifiers(read: Callable, typ: str, abs_: bool, neg: bool) -> Callable:
+    if not (abs_ or neg):
+        return read
+    if not typ.startswith("f"):
+        return read  # integer operands ignore the float modifiers
+    def mod(W, w):
+        x = read(W, w)
+        if abs_:
+            x = np.abs(x)
+        return -x if neg else x
+    return mod
+
+
+def vdst_writer(ctx: Context, instr: Instr, reg: int, typ: str, hi: bool = False) -> Callable:
+    """Writer of a VALU result to VGPR `reg`: f(W, w, value, lanes)."""
+    bits = WIDTH[typ]
+    if reg + (2 if bits == 64 else 1) > ctx.vgprs:
+        raise ctx.unsupported(instr, f"writes v{reg}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
+    if bits == 64:
+        def write64(W, w, value, lanes):
+            u = np.broadcast_to(np.asarray(value).view(U64) if np.asarray(value).dtype.itemsize == 8
+                                else np.asarray(value).astype(U64), lanes.shape)
+            W.v[w, reg] = np.where(lanes, (u & U64(0xFFFFFFFF)).astype(U32), W.v[w, reg])
+            W.v[w, reg + 1] = np.where(lanes, (u >> U64(32)).astype(U32), W.v[w, reg + 1])
+        return write64
+    if bits == 16:
+        sh = U32(16 if hi else 0)
+        keep = U32(0x0000FFFF if hi else 0xFFFF0000)
+        def write16(W, w, value, lanes):
+            u = np.asarray(value).view(U16).astype(U32) << sh
+            old = W.v[w, reg]
+            W.v[w, reg] = np.where(lanes, (old & keep) | u, old)
+        return write16
+    def write32(W, w, value, lanes):
+        v = np.asarray(value)
+        u = v.view(U32) if v.dtype.itemsize == 4 else v.astype(U32)
+        W.v[w, reg] = np.where(lanes, u, W.v[w, reg])
+    return write32
+
+
+def _float_post(typ: str, clamp: int, omod: int) -> Callable | None:
+    if not typ.startswith("f") or not (clamp or omod):
+        return None
+    scale = {0: None, 1: 2.0, 2: 4.0, 3: 0.5}[omod]
+    def post(x):
+        if scale is not None:
+            x = (x * x.dtype.type(scale)).astype(x.dtype)
+        if clamp:
+            x = np.clip(x, 0, 1).astype(x.dtype)
+        return x
+    return post
+
+
+def _advance(size: int):
+    s = np.int64(size)
+    def step(W, w):
+        W.pc[w] += s
+    return step
+
+
+
+def ssrc(ctx: Context, instr: Instr, code: int, dwords: int) -> Callable:
+    """Scalar source reader: f(W, w) -> uint32 [nw] (or uint64 [nw] for 2-dword operands)."""
+    if code < 128 and code != NULL:
+        if dwords == 2:
+            return lambda W, w: W.s[w, code].astype(U64) | W.s[w, code + 1].astype(U64) << U64(32)
+        return lambda W, w: W.s[w, code]
+    if code == fm.SRC_SCC:
+        return lambda W, w: W.scc[w].astype(U64 if dwords == 2 else U32)
+    if code == fm.SRC_EXECZ or code == fm.SRC_VCCZ:
+        reg = EXEC if code == fm.SRC_EXECZ else VCC
+        return lambda W, w: (W.mask64(w, reg) == 0).astype(U64 if dwords == 2 else U32)
+    value = _const_bits(code, 64 if dwords == 2 else 32, False, instr.literal)
+    if value is None:
+        raise ctx.unsupported(instr, f"scalar operand {code} is not supported")
+    if dwords == 2 and code == fm.LITERAL:  # a 32-bit literal of a 64-bit SALU operand is zero-extended
+        value = instr.literal
+    c = U64(value) if dwords == 2 else U32(value & 0xFFFFFFFF)
+    return lambda W, w: c
+
+
+def sdst_writer(ctx: Context, instr: Instr, reg: int, dwords: int) -> Callable:
+    if reg == NULL:
+        return lambda W, w, v: None
+    if reg >= 128 or (reg > 105 and reg not in (VCC, VCC + 1, M0, EXEC, EXEC + 1) and not 108 <= reg < 124):
+        raise ctx.unsupported(instr, f"scalar destination {reg} is not writable")
+    touches_exec = reg in (EXEC, EXEC + 1) or (dwords == 2 and reg + 1 == EXEC)
+    if dwords == 2:
+        def write64(W, w, v):
+            v = np.asarray(v).astype(U64)
+            W.s[w, reg] = (v & U64(0xFFFFFFFF)).astype(U32)
+            W.s[w, reg + 1] = (v >> U64(32)).astype(U32)
+            if touches_exec:
+                W.exec_written()
+        return write64
+    def write32(W, w, v):
+        W.s[w, reg] = np.asarray(v).astype(U32)
+        if touches_exec:
+            W.exec_written()
+    return write32
+
+
+def _shape(instr: Instr) -> list[int]:
+    """Operand widths in dwords from the opcode table's shape "D:S0,S1"."""
+    shape = instr.shape or "1:1,1"
+    dst, _, srcs = shape.partition(":")
+    return [int(dst or 0)] + [int(x) if x.isdigit() else 1 for x in srcs.split(",") if x]
+
+
+def _set_scc(W, w, scc):
+    if scc is not None:
+        W.scc[w] = np.asarray(scc).astype(bool)

@@ -1,0 +1,374 @@
+"""Vector ALU instructions (VOP1, VOP2, VOPC, VOP3, VOP3SD, VOP3P, VOPD) compiled to closures.
+
+Semantics come from the tables in `alu`; this module wires operands, modifiers (abs/neg/opsel/clamp/omod,
+true16 halves), EXEC, VCC and carry masks around them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import alu
+from . import formats as fm
+from .alu import DTYPES, F16, F32, F64, U16, U32, U64, WIDTH
+from .decoder import Instr
+from .operands import Context, Run, _advance, _float_post, _modifiers, true16, vdst_writer, vsrc
+from .waves import EXEC, NULL, VCC
+
+def _sources(instr: Instr) -> list[int]:
+    f = instr.fields
+    if instr.family == "VOP1":
+        return [f["src0"]]
+    if instr.family in ("VOP2", "VOPC"):
+        return [f["src0"], f["vsrc1"] + fm.VGPR_BASE]
+    return [f["src0"], f["src1"], f["src2"]]
+
+
+def compile_valu(instr: Instr, ctx: Context) -> Run:
+    name = instr.mnemonic
+    fam = instr.family
+    f = instr.fields
+    cmp = alu.compare(name)
+    if cmp is not None:
+        return _compile_vcmp(instr, ctx, *cmp)
+    if name in alu.CARRY:
+        return _compile_carry(instr, ctx)
+    special = _SPECIAL_VALU.get(name)
+    if special is not None:
+        return special(instr, ctx)
+    if name not in alu.VALU:
+        raise ctx.unsupported(instr, "VALU operation not implemented by the shader core")
+    out_t, in_ts, fn = alu.VALU[name]
+    srcs = _sources(instr)
+    vop3 = fam in ("VOP3", "VOP3SD")
+    abs_bits, neg_bits = (f.get("abs", 0), f.get("neg", 0)) if vop3 else (0, 0)
+    opsel = f.get("opsel", 0) if vop3 else 0
+    readers = []
+    e32 = fam in ("VOP1", "VOP2")
+    for i, typ in enumerate(in_ts):
+        if typ == "mask":  # v_cndmask: VCC in e32, an SGPR mask in VOP3 src2
+            code = f["src2"] if vop3 else VCC
+            readers.append(lambda W, w, c=code: W.lanes_of(w, c))
+            continue
+        if name in ("v_fmac_f32", "v_fmac_f16") and i == 2:
+            code = f["vdst"] + fm.VGPR_BASE
+        elif name == "v_fmaak_f32" and i == 2 or name == "v_fmamk_f32" and i == 1:
+            code = fm.LITERAL
+        elif name == "v_fmamk_f32" and i == 2:
+            code = srcs[1]
+        else:
+            code = srcs[i]
+        if e32 and WIDTH[typ] == 16:
+            code, hi = true16(code)
+        else:
+            hi = bool(opsel >> i & 1)
+        r = vsrc(ctx, instr, code, typ, hi=hi)
+        readers.append(_modifiers(r, typ, bool(abs_bits >> i & 1), bool(neg_bits >> i & 1)))
+    if e32 and WIDTH[out_t] == 16:
+        dst, dst_hi = true16(f["vdst"] + fm.VGPR_BASE)
+        write = vdst_writer(ctx, instr, dst - fm.VGPR_BASE, out_t, hi=dst_hi)
+    else:
+        write = vdst_writer(ctx, instr, f["vdst"], out_t, hi=bool(opsel >> 3 & 1))
+    post = _float_post(out_t, f.get("clamp", 0), f.get("omod", 0)) if vop3 else None
+    if vop3 and f.get("clamp") and not out_t.startswith("f"):
+        raise ctx.unsupported(instr, "integer clamp (saturation) is not emulated")
+    dt = DTYPES[out_t]
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        value = fn(*[r(W, w) for r in readers])
+        value = np.asarray(value).astype(dt, copy=False)
+        if post is not None:
+            value = post(value)
+        write(W, w, value, lanes)
+        step(W, w)
+    return run
+
+
+def _mask_dst(instr: Instr) -> int:
+    """Where a VOPC / carry lane mask goes: VCC for e32, the SGPR in vdst (VOP3) or sdst (VOP3SD)."""
+    if instr.family == "VOPC" or instr.family == "VOP2":
+        return VCC
+    return instr.fields["sdst"] if instr.family == "VOP3SD" else instr.fields["vdst"]
+
+
+def _compile_vcmp(instr: Instr, ctx: Context, typ: str, pred, writes_exec: bool) -> Run:
+    srcs = _sources(instr)
+    f = instr.fields
+    vop3 = instr.family == "VOP3"
+    abs_bits, neg_bits = (f.get("abs", 0), f.get("neg", 0)) if vop3 else (0, 0)
+    opsel = f.get("opsel", 0) if vop3 else 0
+    (c0, h0), (c1, h1) = [true16(c) if not vop3 and WIDTH[typ] == 16 else (c, bool(opsel >> i & 1))
+                          for i, c in enumerate(srcs[:2])]
+    ra = _modifiers(vsrc(ctx, instr, c0, typ, h0), typ, bool(abs_bits & 1), bool(neg_bits & 1))
+    rb = _modifiers(vsrc(ctx, instr, c1, typ, h1), typ, bool(abs_bits & 2), bool(neg_bits & 2))
+    dst = EXEC if writes_exec else _mask_dst(instr)
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        result = np.broadcast_to(pred(ra(W, w), rb(W, w)), lanes.shape) & lanes  # inactive lanes read 0
+        W.set_mask(w, dst, result)
+        step(W, w)
+    return run
+
+
+def _compile_carry(instr: Instr, ctx: Context) -> Run:
+    fn, carry_in, swap = alu.CARRY[instr.mnemonic]
+    srcs = _sources(instr)
+    ra, rb = vsrc(ctx, instr, srcs[0], "u32"), vsrc(ctx, instr, srcs[1], "u32")
+    if swap:
+        ra, rb = rb, ra
+    vop3 = instr.family == "VOP3SD"
+    cin = (srcs[2] if vop3 else VCC) if carry_in else None
+    cout = _mask_dst(instr)
+    write = vdst_writer(ctx, instr, instr.fields["vdst"], "u32")
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        ci = W.lanes_of(w, cin) if cin is not None else np.zeros(lanes.shape, bool)
+        value, carry = fn(ra(W, w), rb(W, w), ci)
+        write(W, w, value, lanes)
+        if cout != NULL:
+            W.set_mask(w, cout, np.broadcast_to(carry, lanes.shape) & lanes)
+        step(W, w)
+    return run
+
+
+def _compile_mad64(instr: Instr, ctx: Context) -> Run:
+    signed = instr.mnemonic == "v_mad_i64_i32"
+    srcs = _sources(instr)
+    ra = vsrc(ctx, instr, srcs[0], "i32" if signed else "u32")
+    rb = vsrc(ctx, instr, srcs[1], "i32" if signed else "u32")
+    rc = vsrc(ctx, instr, srcs[2], "i64" if signed else "u64")
+    write = vdst_writer(ctx, instr, instr.fields["vdst"], "u64")
+    cout = instr.fields["sdst"]
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        a, b, c = ra(W, w), rb(W, w), rc(W, w)
+        if signed:  # the 64-bit sum wraps; the carry-out of the signed form is not modelled (always 0)
+            value = np.asarray(a.astype(np.int64) * b.astype(np.int64) + c).view(U64)
+            carry = np.zeros(lanes.shape, bool)
+        else:
+            prod = a.astype(U64) * b.astype(U64)
+            value = prod + c
+            carry = np.broadcast_to(value < prod, lanes.shape)
+        write(W, w, np.broadcast_to(value, lanes.shape), lanes)
+        if cout != NULL:
+            W.set_mask(w, cout, carry & lanes)
+        step(W, w)
+    return run
+
+
+def _compile_div_scale(instr: Instr, ctx: Context) -> Run:
+    """v_div_scale_*: hcqsim never scales (exact division below); VCC (sdst) = 0, result = src0."""
+    typ = "f64" if instr.mnemonic.endswith("f64") else "f32"
+    ra = vsrc(ctx, instr, instr.fields["src0"], typ)
+    write = vdst_writer(ctx, instr, instr.fields["vdst"], typ)
+    cout = instr.fields["sdst"]
+    step = _advance(instr.size)
+    f = instr.fields
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        a = ra(W, w)
+        if f.get("neg", 0) & 1:
+            a = -a
+        write(W, w, np.broadcast_to(a, lanes.shape), lanes)
+        if cout != NULL:
+            W.set_mask(w, cout, np.zeros(lanes.shape, bool))
+        step(W, w)
+    return run
+
+
+def _compile_readfirstlane(instr: Instr, ctx: Context) -> Run:
+    src = vsrc(ctx, instr, instr.fields["src0"], "b32")
+    sdst = instr.fields["vdst"]
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        values = np.broadcast_to(src(W, w), lanes.shape)
+        first = np.where(lanes.any(axis=1), lanes.argmax(axis=1), 0)
+        W.s[w, sdst] = values[np.arange(values.shape[0]), first]
+        step(W, w)
+    return run
+
+
+def _compile_readlane(instr: Instr, ctx: Context) -> Run:
+    src = vsrc(ctx, instr, instr.fields["src0"], "b32")
+    lane = vsrc(ctx, instr, instr.fields["src1"], "u32")
+    sdst = instr.fields["vdst"]
+    step = _advance(instr.size)
+
+    def run(W, w):
+        values = np.broadcast_to(src(W, w), (W.s[w, 0].shape[0], W.lanes))
+        sel = np.broadcast_to(lane(W, w), (values.shape[0], 1))[:, 0].astype(np.int64) % W.lanes
+        W.s[w, sdst] = values[np.arange(values.shape[0]), sel]
+        step(W, w)
+    return run
+
+
+def _compile_writelane(instr: Instr, ctx: Context) -> Run:
+    src = vsrc(ctx, instr, instr.fields["src0"], "b32")
+    lane = vsrc(ctx, instr, instr.fields["src1"], "u32")
+    dst = instr.fields["vdst"]
+    step = _advance(instr.size)
+
+    def run(W, w):
+        n = W.s[w, 0].shape[0]
+        value = np.broadcast_to(src(W, w), (n, 1))[:, 0]
+        sel = np.broadcast_to(lane(W, w), (n, 1))[:, 0].astype(np.int64) % W.lanes
+        mask = np.zeros((n, W.lanes), bool)
+        mask[np.arange(n), sel] = True
+        W.v[w, dst] = np.where(mask, value[:, None], W.v[w, dst])
+        step(W, w)
+    return run
+
+
+def _compile_cmp_class(instr: Instr, ctx: Context) -> Run:
+    typ = instr.mnemonic.rsplit("_", 1)[1]
+    srcs = _sources(instr)
+    ra, rb = vsrc(ctx, instr, srcs[0], typ), vsrc(ctx, instr, srcs[1], "u32")
+    dst = EXEC if instr.mnemonic.startswith("v_cmpx") else _mask_dst(instr)
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        x, m = np.broadcast_to(ra(W, w), lanes.shape), np.broadcast_to(rb(W, w), lanes.shape)
+        bits = x.view(U16 if x.dtype == F16 else U32 if x.dtype == F32 else U64)
+        info = np.finfo(x.dtype)
+        quiet_bit = {2: 0x200, 4: 0x400000, 8: 0x8000000000000}[x.dtype.itemsize]
+        neg = np.signbit(x)
+        nan = np.isnan(x)
+        classes = [nan & ((bits & bits.dtype.type(quiet_bit)) == 0), nan & ((bits & bits.dtype.type(quiet_bit)) != 0),
+                   np.isneginf(x), neg & (np.abs(x) >= info.tiny) & ~np.isinf(x) & ~nan,
+                   neg & (x != 0) & (np.abs(x) < info.tiny), neg & (x == 0), ~neg & (x == 0),
+                   ~neg & (x != 0) & (np.abs(x) < info.tiny) & ~nan, ~neg & (x >= info.tiny) & ~np.isinf(x),
+                   np.isposinf(x)]
+        hit = np.zeros(lanes.shape, bool)
+        for i, c in enumerate(classes):
+            hit |= c & ((m >> U32(i)) & U32(1)).astype(bool)
+        W.set_mask(w, dst, hit & lanes)
+        step(W, w)
+    return run
+
+
+def _compile_mbcnt(instr: Instr, ctx: Context) -> Run:
+    """v_mbcnt_lo/hi_u32_b32: count of the mask bits below each lane (low or high 32 lanes), plus src1."""
+    srcs = _sources(instr)
+    mask, add = vsrc(ctx, instr, srcs[0], "u32"), vsrc(ctx, instr, srcs[1], "u32")
+    hi = instr.mnemonic.startswith("v_mbcnt_hi")
+    write = vdst_writer(ctx, instr, instr.fields["vdst"], "u32")
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        lane = W.lane_ids.astype(np.int64) - (32 if hi else 0)
+        below = np.where(lane >= 32, 0xFFFFFFFF, (np.left_shift(1, np.clip(lane, 0, 32)) - 1)).astype(np.uint64)
+        m = np.broadcast_to(mask(W, w), lanes.shape).astype(np.uint64)
+        value = np.bitwise_count(m & below).astype(U32) + add(W, w)
+        write(W, w, np.broadcast_to(value, lanes.shape), lanes)
+        step(W, w)
+    return run
+
+
+_SPECIAL_VALU = {
+    "v_mbcnt_lo_u32_b32": _compile_mbcnt, "v_mbcnt_hi_u32_b32": _compile_mbcnt,
+    "v_readfirstlane_b32": _compile_readfirstlane, "v_readlane_b32": _compile_readlane,
+    "v_writelane_b32": _compile_writelane, "v_mad_u64_u32": _compile_mad64, "v_mad_i64_i32": _compile_mad64,
+    "v_div_scale_f32": _compile_div_scale, "v_div_scale_f64": _compile_div_scale,
+    "v_cmp_class_f32": _compile_cmp_class, "v_cmp_class_f16": _compile_cmp_class,
+    "v_cmp_class_f64": _compile_cmp_class, "v_cmpx_class_f32": _compile_cmp_class,
+    "v_nop": lambda instr, ctx: _advance(instr.size),
+}
+
+
+def compile_vopd(instr: Instr, ctx: Context) -> Run:
+    """Two VOP2-like halves sharing EXEC and the literal: both read their sources before either writes."""
+    f = instr.fields
+    from . import opcodes_gfx11 as ops
+    halves = []
+    for x, src0, vsrc1, vdst in (("x", f["srcx0"], f["vsrcx1"], f["vdstx"]), ("y", f["srcy0"], f["vsrcy1"], f["vdsty"])):
+        op = f["opx"] if x == "x" else f["opy"]
+        name = "v_" + ops.VOPD[op][0][len("v_dual_"):]
+        if name not in alu.VALU:
+            raise ctx.unsupported(instr, f"VOPD half {name} not implemented")
+        out_t, in_ts, fn = alu.VALU[name]
+        codes = {"v_fmac_f32": [src0, vsrc1 + 256, vdst + 256], "v_fmaak_f32": [src0, vsrc1 + 256, fm.LITERAL],
+                 "v_fmamk_f32": [src0, fm.LITERAL, vsrc1 + 256]}.get(name, [src0, vsrc1 + 256])
+        readers = []
+        for typ, code in zip(in_ts, codes + [None] * 3):
+            if typ == "mask":
+                readers.append(lambda W, w: W.lanes_of(w, VCC))
+            else:
+                readers.append(vsrc(ctx, instr, code, typ))
+        halves.append((readers, fn, DTYPES[out_t], vdst_writer(ctx, instr, vdst, out_t)))
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        results = [np.asarray(fn(*[r(W, w) for r in readers])).astype(dt, copy=False)
+                   for readers, fn, dt, _ in halves]
+        for (_, _, _, write), value in zip(halves, results):
+            write(W, w, value, lanes)
+        step(W, w)
+    return run
+
+
+_PACKED = {  # v_pk_* -> (half type, function on the two halves' arrays)
+    "v_pk_add_f16": ("f16", lambda a, b: a + b), "v_pk_mul_f16": ("f16", lambda a, b: a * b),
+    "v_pk_fma_f16": ("f16", lambda a, b, c: (a.astype(F64) * b + c).astype(F16)),
+    "v_pk_min_f16": ("f16", np.fmin), "v_pk_max_f16": ("f16", np.fmax),
+    "v_pk_add_u16": ("u16", lambda a, b: a + b), "v_pk_sub_u16": ("u16", lambda a, b: a - b),
+    "v_pk_add_i16": ("i16", lambda a, b: a + b), "v_pk_sub_i16": ("i16", lambda a, b: a - b),
+    "v_pk_mul_lo_u16": ("u16", lambda a, b: a * b),
+    "v_pk_mad_u16": ("u16", lambda a, b, c: a * b + c), "v_pk_mad_i16": ("i16", lambda a, b, c: a * b + c),
+    "v_pk_lshlrev_b16": ("u16", lambda s, x: x << (s & U16(15))),
+    "v_pk_lshrrev_b16": ("u16", lambda s, x: x >> (s & U16(15))),
+    "v_pk_ashrrev_i16": ("i16", lambda s, x: x >> (s & 15).astype(np.int16)),
+    "v_pk_max_i16": ("i16", np.maximum), "v_pk_min_i16": ("i16", np.minimum),
+    "v_pk_max_u16": ("u16", np.maximum), "v_pk_min_u16": ("u16", np.minimum),
+}
+
+
+def compile_vop3p(instr: Instr, ctx: Context) -> Run:
+    """Packed 16-bit math: each half of the result from the halves OPSEL (low) and OPSEL_HI (high) pick."""
+    f, name = instr.fields, instr.mnemonic
+    if name not in _PACKED:
+        raise ctx.unsupported(instr, "VOP3P operation not implemented")
+    typ, fn = _PACKED[name]
+    nsrc = fn.__code__.co_argcount
+    opsel, opsel_hi = f["opsel"], f["opsel_hi"] | f["opsel_hi2"] << 2
+    neg_lo, neg_hi = f["neg"], f["neg_hi"]
+    is_float = typ == "f16"
+    halves = []
+    for i in range(nsrc):
+        code = f[f"src{i}"]
+        lo = vsrc(ctx, instr, code, typ, hi=bool(opsel >> i & 1))
+        hi = vsrc(ctx, instr, code, typ, hi=bool(opsel_hi >> i & 1))
+        if fm.is_inline_constant(code):  # an inline constant feeds both halves
+            hi = lo
+        halves.append((_modifiers(lo, typ, False, is_float and bool(neg_lo >> i & 1)),
+                       _modifiers(hi, typ, False, is_float and bool(neg_hi >> i & 1))))
+    dst = f["vdst"]
+    if dst >= ctx.vgprs:
+        raise ctx.unsupported(instr, f"writes v{dst}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
+    clamp = f["clamp"] and is_float
+    dt = DTYPES[typ]
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        with np.errstate(all="ignore"):
+            lo = np.asarray(fn(*[h[0](W, w) for h in halves])).astype(dt)
+            hi = np.asarray(fn(*[h[1](W, w) for h in halves])).astype(dt)
+        if clamp:
+            lo, hi = np.clip(lo, 0, 1).astype(dt), np.clip(hi, 0, 1).astype(dt)
+        bits = lo.view(U16).astype(U32) | hi.view(U16).astype(U32) << U32(16)
+        W.v[w, dst] = np.where(lanes, bits, W.v[w, dst])
+        step(W, w)
+    return run
