@@ -376,7 +376,8 @@ class ComputeQueue(Queue):
 
     def execute(self, stream: Stream) -> None:
         pos = stream.pos
-        hdr = stream.dword(pos)
+        buf, i = stream._buf, (pos - stream._buf_pos) >> 2
+        hdr = buf[i] if 0 <= i < len(buf) else stream.dword(pos)  # cached ring dwords: the fast path
         if hdr >> 30 != TYPE3:
             kind = {0: "type-0 (register write; privileged)", 1: "type-1 (reserved)", 2: "type-2 (legacy filler)"}
             raise DecodeError(f"{kind[hdr >> 30]} packet 0x{hdr:08x} is not accepted on a user compute queue")
@@ -391,7 +392,7 @@ class ComputeQueue(Queue):
         n = 1 if op == 0x10 and count == NOP_ONE_DWORD else count + 2
         if size is not None and n != size:
             raise DecodeError(f"{fmt.name}: header count {n - 2} makes {n} dwords, the packet is {size}")
-        dws = stream.dwords(pos, n)
+        dws = buf[i:i + n] if 0 <= i and i + n <= len(buf) and pos + 4 * n <= stream.end else stream.dwords(pos, n)
         values = fmt.decode_fast(dws)
         if hdr & 1:
             raise UnsupportedError(f"{fmt.name}: predicated packets (SET_PREDICATION state) are not emulated")
@@ -422,7 +423,8 @@ class ComputeQueue(Queue):
         if len(data) == 1 or v["wr_one_addr"]:
             for d in data:
                 mem.write_u32(addr, d)
-            self.gpu.trace_write(self, addr, 4, data[-1])
+            gpu = self.gpu
+            gpu.trace.append((gpu.clock, self.name, "write", (addr, 4, data[-1])))
         else:
             mem.write(addr, _pack(data))
             self.gpu.trace_write(self, addr, 4 * len(data), _join(data))
