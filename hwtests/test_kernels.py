@@ -33,7 +33,7 @@ def array_of(buf, dtype, n):
 
 
 RNG = np.random.default_rng(7)
-SHADER_CORE_TARGETS = ("gfx1100",)  # what the emulator's shader core executes (gfx942 comes next)
+SHADER_CORE_TARGETS = ("gfx1100", "gfx942")  # what the emulator's shader core executes
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,10 @@ instruction word, its format, mnemonic and PC; nothing runs with a wrong answer.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .decoder import Instr
+from .gfx9_names import gfx11_name
 from .disasm import format_instr
 from .memops import compile_ds, compile_flat, compile_mubuf, compile_smem
 from .operands import Context, Run, ShaderFault, ShaderUnsupported
@@ -33,9 +36,32 @@ COMPILERS = {
 def compile_instr(instr: Instr, ctx: Context) -> Run:
     if instr.mnemonic is None:
         raise ctx.unsupported(instr, "unknown opcode")
+    if ctx.arch == "gfx942":
+        instr = gfx9_as_gfx11(instr, ctx)
     compiler = COMPILERS.get(instr.family)
     if compiler is None:
         raise ctx.unsupported(instr, f"the {instr.family} format is not executed by the compute shader core")
     run = compiler(instr, ctx)
     run.text = format_instr(instr)  # for fault reports
     return run
+
+
+def gfx9_as_gfx11(instr: Instr, ctx: Context) -> Instr:
+    """A GFX9 instruction renamed and re-fielded into the gfx11 vocabulary the compilers speak: the same
+    operation, family names (VOP3B -> VOP3SD), SMEM offsets, FLAT return bit and ds_cmpst operand order."""
+    f = dict(instr.fields)
+    family = {"VOP3B": "VOP3SD"}.get(instr.family, instr.family)
+    name = gfx11_name(instr.mnemonic)
+    if family in ("VOP1", "VOP2", "VOPC") and f.get("src0") in (249, 250):
+        raise ctx.unsupported(instr, "SDWA and DPP operand forms are not emulated")
+    if family == "SMEM":  # GFX9: IMM selects an immediate offset; SOE adds SGPR soffset; else offset is an SGPR
+        if f["imm"]:
+            f["soffset"] = f["soffset"] if f["soe"] else ctx.null
+        else:
+            f["soffset"], f["offset"] = f["offset"] & 0x7F, 0
+    if family in ("FLAT", "GLOBAL", "SCRATCH"):
+        f["glc"] = f.get("sc0", 0)  # gfx940: SC0 on an atomic asks for the pre-op value
+    if name.startswith("ds_cmpst_"):  # GFX9 ds_cmpst: data0 = compare, data1 = new (gfx11 cmpstore swaps them)
+        name = name.replace("ds_cmpst_", "ds_cmpstore_")
+        f["data0"], f["data1"] = f["data1"], f["data0"]
+    return replace(instr, family=family, mnemonic=name, fields=f)

@@ -22,7 +22,9 @@ from .decoder import decode
 from .operands import Context, ShaderFault
 from .waves import EXEC, Waves
 
-VGPR_GRANULE = {32: 8, 64: 4}  # gfx11: wave32 allocates VGPRs in blocks of 8, wave64 in blocks of 4
+# RSRC1.VGPRS granule (facts 4.2): gfx11 wave32 8, wave64 4; gfx942 8 (VGPRs and AGPRs share one file)
+VGPR_GRANULE = {"gfx1100": {32: 8, 64: 4}, "gfx942": {64: 8}}
+SCRATCH_GRANULE = {"gfx1100": (256, 0x7FFF), "gfx942": (1024, 0x1FFF)}  # TMPRING_SIZE.WAVESIZE unit, mask
 BATCH_BYTES = 48 << 20  # VGPR state per batch of workgroups
 MAX_WAVE_STEPS = 200_000_000  # wave-instructions per dispatch before the kernel is declared runaway
 FETCH_BYTES = 16
@@ -40,25 +42,25 @@ class ShaderCore:
     # -- the dispatch --------------------------------------------------------------------------------
 
     def dispatch(self, queue, d: Dispatch) -> int:
-        if self.arch != "gfx1100":
-            raise UnsupportedError(f"the shader core executes gfx1100 code only (this GPU is {self.arch})")
+        if self.arch not in VGPR_GRANULE:
+            raise UnsupportedError(f"the shader core executes {sorted(VGPR_GRANULE)} code, not {self.arch}")
         rsrc2 = RSRC2.decode([d.rsrc2])
         self._check_modes(d, rsrc2)
         lanes = d.wave_size
-        vgprs = ((d.rsrc1 & 0x3F) + 1) * VGPR_GRANULE[lanes]
+        vgprs = ((d.rsrc1 & 0x3F) + 1) * VGPR_GRANULE[self.arch][lanes]
         group_threads = d.group_size[0] * d.group_size[1] * d.group_size[2]
         waves_per_group = -(-group_threads // lanes)
         gz, gy, gx = np.meshgrid(*(np.arange(n, dtype=np.int64) for n in reversed(d.groups)), indexing="ij")
         groups = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], axis=1)  # x fastest, as the CP walks them
         per_wave = vgprs * lanes * 4 + 1024
         batch_groups = max(1, BATCH_BYTES // (per_wave * waves_per_group))
-        scratch = self._scratch(d, rsrc2, lanes)
+        scratch = self._scratch(d, rsrc2, self.arch)
         if scratch is not None:  # only TMPRING_SIZE.WAVES waves may hold scratch at once: batch no more
             batch_groups = max(1, min(batch_groups, scratch[2] // waves_per_group))
             if waves_per_group > scratch[2]:
                 raise ShaderFault(f"a workgroup of {waves_per_group} waves needs more scratch slots than "
                                   f"COMPUTE_TMPRING_SIZE.WAVES = {scratch[2]}")
-        ctx = Context(lanes, vgprs, self.gpu.memory, f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}")
+        ctx = Context(lanes, vgprs, self.gpu.memory, f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}", self.arch)
         total_waves = 0
         for start in range(0, len(groups), batch_groups):
             batch = groups[start:start + batch_groups]
@@ -76,12 +78,13 @@ class ShaderCore:
         return total_waves
 
     @staticmethod
-    def _scratch(d: Dispatch, rsrc2: dict, lanes: int) -> tuple[int, int, int] | None:
+    def _scratch(d: Dispatch, rsrc2: dict, arch: str) -> tuple[int, int, int] | None:
         """(scratch base, bytes per wave, wave slots) from DISPATCH_SCRATCH_BASE and TMPRING_SIZE (gfx11:
         WAVESIZE[26:12] in 256-byte granules), or None when RSRC2.SCRATCH_EN is off."""
         if not rsrc2["scratch_en"]:
             return None
-        waves, wavesize = d.tmpring_size & 0xFFF, ((d.tmpring_size >> 12) & 0x7FFF) * 256
+        unit, mask = SCRATCH_GRANULE[arch]
+        waves, wavesize = d.tmpring_size & 0xFFF, ((d.tmpring_size >> 12) & mask) * unit
         if not (waves and wavesize and d.scratch_base):
             raise ShaderFault(f"RSRC2.SCRATCH_EN with no scratch: TMPRING_SIZE 0x{d.tmpring_size:x}, scratch base "
                               f"0x{d.scratch_base:x}")

@@ -22,6 +22,7 @@ from typing import Callable
 from ..errors import DecodeError
 from . import formats as fm
 from . import opcodes_gfx11 as ops11
+from . import opcodes_gfx942 as ops942
 
 
 @dataclass
@@ -107,16 +108,15 @@ def _decode_gfx11(code, offset: int) -> Instr:
     return Instr(offset, 4 * len(words), tuple(words), family, op, mnemonic, fields, literal)
 
 
-def _not_yet(name: str):
-    def decode(code, offset):
-        raise NotImplementedError(f"{name}: the instruction decoder for this architecture is not written yet "
-                                  f"(gfx942 = CDNA3 / GFX9 encodings, ISA_FACTS 5.3)")
-    return decode
+def _decode_gfx942(code, offset: int) -> Instr:
+    """gfx942 (CDNA3 / GFX9 encodings, ISA_FACTS 5.3): decoder_gfx9, imported on first use (it builds on Instr)."""
+    from .decoder_gfx9 import decode_gfx942
+    return decode_gfx942(code, offset)
 
 
 ARCHES: dict[str, Arch] = {
     "gfx1100": Arch("gfx1100", _decode_gfx11, ops11.TABLES),
-    "gfx942": Arch("gfx942", _not_yet("gfx942"), {}),
+    "gfx942": Arch("gfx942", _decode_gfx942, ops942.TABLES),
 }
 
 

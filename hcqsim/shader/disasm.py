@@ -539,8 +539,14 @@ def printed_mnemonic(ins: Instr) -> str | None:
     return ins.mnemonic + suffix
 
 
-def format_instr(ins: Instr, arch: str = "gfx1100") -> str:
-    """One instruction in LLVM syntax; an unknown opcode prints as its raw dwords with a comment."""
+def format_instr(ins: Instr, arch: str | None = None) -> str:
+    """One instruction in LLVM syntax; an unknown opcode prints as its raw dwords with a comment.
+
+    `arch` defaults to the instruction's own (gfx942 instructions are `decoder_gfx9.InstrGfx9`, printed there)."""
+    arch = arch or getattr(ins, "arch", "gfx1100")
+    if arch == "gfx942":
+        from .decoder_gfx9 import format_instr_gfx9
+        return format_instr_gfx9(ins)
     if arch != "gfx1100":
         raise NotImplementedError(f"{arch}: no disassembler yet")
     printer = PRINTERS.get(ins.family)

@@ -11,7 +11,7 @@ from . import lanemem
 from .alu import F32, U16, U32, U64
 from .decoder import Instr, sext
 from .operands import SHARED_APERTURE, Context, Run, ShaderFault, _advance
-from .waves import EXEC, NULL, Waves
+from .waves import EXEC, Waves
 
 def compile_smem(instr: Instr, ctx: Context) -> Run:
     f, name = instr.fields, instr.mnemonic
@@ -29,7 +29,7 @@ def compile_smem(instr: Instr, ctx: Context) -> Run:
     def run(W, w):
         base = W.s[w, base_reg].astype(U64) | W.s[w, base_reg + 1].astype(U64) << U64(32)
         addr = base + U64(offset & 0xFFFFFFFFFFFFFFFF)
-        if soff != NULL:
+        if soff != ctx.null:
             addr = addr + W.s[w, soff].astype(U64)
         addr = addr & ~U64(3)  # scalar loads are dword aligned
         data = lanemem.load(space, addr, 4 * n).view(U32)
@@ -45,7 +45,7 @@ def _flat_address(instr: Instr, ctx: Context) -> Callable:
     f = instr.fields
     offset = sext(f["offset"], 13) if instr.family != "FLAT" else f["offset"] & 0xFFF
     addr, saddr = f["addr"], f["saddr"]
-    if saddr in (NULL, 0x7F) or instr.family == "FLAT":  # 64-bit address in a VGPR pair
+    if saddr in (ctx.null, 0x7F) or instr.family == "FLAT":  # 64-bit address in a VGPR pair
         def get(W, w):
             return (W.v[w, addr].astype(U64) | W.v[w, addr + 1].astype(U64) << U64(32)) + U64(offset & (2 ** 64 - 1))
         return get
@@ -67,7 +67,7 @@ def _scratch_address(instr: Instr, ctx: Context) -> Callable:
         if W.scratch_base is None:
             raise ShaderFault(f"{ctx.kernel}: scratch instruction at PC +0x{instr.pc:x} but RSRC2.SCRATCH_EN is off")
         off = np.full((W.s[w, 0].shape[0], W.lanes), offset, np.int64)
-        if saddr not in (NULL, 0x7F):
+        if saddr not in (ctx.null, 0x7F):
             off += W.s[w, saddr].astype(np.int64)[:, None]
         if vaddr is not None:
             off += W.v[w, vaddr].astype(np.int64)

@@ -36,6 +36,21 @@ class Context:
     vgprs: int
     space: object  # AddressSpace, for memory instructions
     kernel: str  # "kernel at 0x..." for messages
+    arch: str = "gfx1100"
+
+    @property
+    def null(self) -> int:
+        """The NULL operand code: 124 on gfx11; GFX9 has none (124 is M0 there)."""
+        return NULL if self.arch == "gfx1100" else -1
+
+    @property
+    def m0(self) -> int:
+        return M0 if self.arch == "gfx1100" else 124
+
+    @property
+    def true16(self) -> bool:
+        """gfx11 e32 16-bit operands name register halves (v0.h); GFX9 uses SDWA instead."""
+        return self.arch == "gfx1100"
 
     def unsupported(self, instr: Instr, why: str) -> ShaderUnsupported:
         words = " ".join(f"{x:08x}" for x in instr.words)
@@ -50,7 +65,7 @@ Run = Callable[[Waves, object], None]
 # operands
 
 
-def _const_bits(code: int, bits: int, is_float: bool, literal: int | None) -> int | None:
+def _const_bits(code: int, bits: int, is_float: bool, literal: int | None, null: int = NULL) -> int | None:
     if code == fm.LITERAL:
         if literal is None:
             return None
@@ -65,7 +80,7 @@ def _const_bits(code: int, bits: int, is_float: bool, literal: int | None) -> in
         return (SHARED_APERTURE + (1 << 32) - 1) >> 32
     if code == fm.SRC_PRIVATE_LIMIT:
         return (PRIVATE_APERTURE + (1 << 32) - 1) >> 32
-    if code == NULL:
+    if code == null:
         return 0
     return fm.inline_bits(code, bits, is_float)
 
@@ -97,7 +112,7 @@ def vsrc(ctx: Context, instr: Instr, code: int, typ: str, hi: bool = False) -> C
             return lambda W, w: ((W.v[w, r] >> sh) & U32(0xFFFF)).astype(U16).view(DTYPES[typ])
         dt = DTYPES[typ]
         return lambda W, w: W.v[w, r].view(dt)
-    if code < 128 and code != NULL:
+    if code < 128 and code != ctx.null:
         if bits == 64:
             return lambda W, w: (W.s[w, code].astype(U64) | W.s[w, code + 1].astype(U64) << U64(32)).view(
                 DTYPES[typ])[:, None]
@@ -113,7 +128,7 @@ def vsrc(ctx: Context, instr: Instr, code: int, typ: str, hi: bool = False) -> C
     if bits == 16 and code == fm.LITERAL and instr.literal is not None:  # a packed literal holds both halves
         value = (instr.literal >> 16 if hi else instr.literal) & 0xFFFF
     else:
-        value = _const_bits(code, bits, is_float, instr.literal)
+        value = _const_bits(code, bits, is_float, instr.literal, ctx.null)
     if value is None:
         raise ctx.unsupported(instr, f"operand {code} is not an operand the shader core knows")
     c = _to_type(value, typ)
@@ -192,7 +207,7 @@ def _advance(size: int):
 
 def ssrc(ctx: Context, instr: Instr, code: int, dwords: int) -> Callable:
     """Scalar source reader: f(W, w) -> uint32 [nw] (or uint64 [nw] for 2-dword operands)."""
-    if code < 128 and code != NULL:
+    if code < 128 and code != ctx.null:
         if dwords == 2:
             return lambda W, w: W.s[w, code].astype(U64) | W.s[w, code + 1].astype(U64) << U64(32)
         return lambda W, w: W.s[w, code]
@@ -201,7 +216,7 @@ def ssrc(ctx: Context, instr: Instr, code: int, dwords: int) -> Callable:
     if code == fm.SRC_EXECZ or code == fm.SRC_VCCZ:
         reg = EXEC if code == fm.SRC_EXECZ else VCC
         return lambda W, w: (W.mask64(w, reg) == 0).astype(U64 if dwords == 2 else U32)
-    value = _const_bits(code, 64 if dwords == 2 else 32, False, instr.literal)
+    value = _const_bits(code, 64 if dwords == 2 else 32, False, instr.literal, ctx.null)
     if value is None:
         raise ctx.unsupported(instr, f"scalar operand {code} is not supported")
     if dwords == 2 and code == fm.LITERAL:  # a 32-bit literal of a 64-bit SALU operand is zero-extended
@@ -211,9 +226,9 @@ def ssrc(ctx: Context, instr: Instr, code: int, dwords: int) -> Callable:
 
 
 def sdst_writer(ctx: Context, instr: Instr, reg: int, dwords: int) -> Callable:
-    if reg == NULL:
+    if reg == ctx.null:
         return lambda W, w, v: None
-    if reg >= 128 or (reg > 105 and reg not in (VCC, VCC + 1, M0, EXEC, EXEC + 1) and not 108 <= reg < 124):
+    if reg >= 128 or (reg > 105 and reg not in (VCC, VCC + 1, ctx.m0, EXEC, EXEC + 1) and not 108 <= reg < 124):
         raise ctx.unsupported(instr, f"scalar destination {reg} is not writable")
     touches_exec = reg in (EXEC, EXEC + 1) or (dwords == 2 and reg + 1 == EXEC)
     if dwords == 2:

@@ -12,7 +12,7 @@ from . import formats as fm
 from .alu import DTYPES, F16, F32, F64, U16, U32, U64, WIDTH
 from .decoder import Instr
 from .operands import Context, Run, _advance, _float_post, _modifiers, true16, vdst_writer, vsrc
-from .waves import EXEC, NULL, VCC
+from .waves import EXEC, VCC
 
 def _sources(instr: Instr) -> list[int]:
     f = instr.fields
@@ -43,7 +43,7 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
     abs_bits, neg_bits = (f.get("abs", 0), f.get("neg", 0)) if vop3 else (0, 0)
     opsel = f.get("opsel", 0) if vop3 else 0
     readers = []
-    e32 = fam in ("VOP1", "VOP2")
+    e32 = fam in ("VOP1", "VOP2") and ctx.true16
     for i, typ in enumerate(in_ts):
         if typ == "mask":  # v_cndmask: VCC in e32, an SGPR mask in VOP3 src2
             code = f["src2"] if vop3 else VCC
@@ -98,16 +98,19 @@ def _compile_vcmp(instr: Instr, ctx: Context, typ: str, pred, writes_exec: bool)
     vop3 = instr.family == "VOP3"
     abs_bits, neg_bits = (f.get("abs", 0), f.get("neg", 0)) if vop3 else (0, 0)
     opsel = f.get("opsel", 0) if vop3 else 0
-    (c0, h0), (c1, h1) = [true16(c) if not vop3 and WIDTH[typ] == 16 else (c, bool(opsel >> i & 1))
+    (c0, h0), (c1, h1) = [true16(c) if not vop3 and ctx.true16 and WIDTH[typ] == 16 else (c, bool(opsel >> i & 1))
                           for i, c in enumerate(srcs[:2])]
     ra = _modifiers(vsrc(ctx, instr, c0, typ, h0), typ, bool(abs_bits & 1), bool(neg_bits & 1))
     rb = _modifiers(vsrc(ctx, instr, c1, typ, h1), typ, bool(abs_bits & 2), bool(neg_bits & 2))
     dst = EXEC if writes_exec else _mask_dst(instr)
+    also = _mask_dst(instr) if writes_exec and not ctx.true16 else None  # GFX9 v_cmpx writes VCC/sdst too
     step = _advance(instr.size)
 
     def run(W, w):
         lanes = W.exec_lanes(w)
         result = np.broadcast_to(pred(ra(W, w), rb(W, w)), lanes.shape) & lanes  # inactive lanes read 0
+        if also is not None:
+            W.set_mask(w, also, result)
         W.set_mask(w, dst, result)
         step(W, w)
     return run
@@ -130,7 +133,7 @@ def _compile_carry(instr: Instr, ctx: Context) -> Run:
         ci = W.lanes_of(w, cin) if cin is not None else np.zeros(lanes.shape, bool)
         value, carry = fn(ra(W, w), rb(W, w), ci)
         write(W, w, value, lanes)
-        if cout != NULL:
+        if cout != ctx.null:
             W.set_mask(w, cout, np.broadcast_to(carry, lanes.shape) & lanes)
         step(W, w)
     return run
@@ -157,7 +160,7 @@ def _compile_mad64(instr: Instr, ctx: Context) -> Run:
             value = prod + c
             carry = np.broadcast_to(value < prod, lanes.shape)
         write(W, w, np.broadcast_to(value, lanes.shape), lanes)
-        if cout != NULL:
+        if cout != ctx.null:
             W.set_mask(w, cout, carry & lanes)
         step(W, w)
     return run
@@ -178,7 +181,7 @@ def _compile_div_scale(instr: Instr, ctx: Context) -> Run:
         if f.get("neg", 0) & 1:
             a = -a
         write(W, w, np.broadcast_to(a, lanes.shape), lanes)
-        if cout != NULL:
+        if cout != ctx.null:
             W.set_mask(w, cout, np.zeros(lanes.shape, bool))
         step(W, w)
     return run
