@@ -364,11 +364,15 @@ def _labelled(lines: list[str], indices: list[int]) -> list[str]:
     return out + [_LABEL.format(len(lines)) + ":"]
 
 
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/")
+
+
 def _printed(listing: str, n: int) -> list[str]:
     """The statements LLVM printed for each line (between its label and the next), comments dropped."""
     printed: list[list[str]] = [[] for _ in range(n)]
     current = None
     for raw in listing.splitlines():
+        raw = _BLOCK_COMMENT.sub("", raw)  # LLVM echoes a /* */ comment in front of the next label
         m = _LABEL_LINE.fullmatch(raw.strip())
         if m:
             current = int(m.group(1))

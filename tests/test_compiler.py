@@ -266,3 +266,9 @@ def test_gfx11_gets_real_true16_unless_the_arch_says_otherwise():
     assert compiler._features("gfx1100:real-true16-") == ("gfx1100", ["-real-true16"])
     assert compiler._features("gfx90a:xnack+:sramecc-") == ("gfx90a", ["+xnack", "-sramecc"])
     assert compiler._features("gfx1200") == ("gfx1200", [])
+
+
+def test_assemble_each_keeps_the_text_of_the_line_after_a_block_comment():
+    assembler_or_skip("gfx1100")
+    results = compiler.assemble_each(["s_nop 0 /* pad */", "s_endpgm"], "gfx1100")
+    assert [text for _, text in results] == ["s_nop 0", "s_endpgm"]
