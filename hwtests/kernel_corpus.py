@@ -457,3 +457,51 @@ read:
   ret void
 }
 """
+
+# a bit of everything LLVM lowers into long sequences: 64-bit udiv/urem, bit counts, exp2/sin/log2, min, floor,
+# signed division by a negative constant, a select on a 64-bit compare
+MIXED = """
+declare float @llvm.exp2.f32(float)
+declare float @llvm.sin.f32(float)
+declare float @llvm.log2.f32(float)
+declare i32 @llvm.ctpop.i32(i32)
+declare i32 @llvm.ctlz.i32(i32, i1)
+declare i32 @llvm.cttz.i32(i32, i1)
+declare float @llvm.minnum.f32(float, float)
+declare float @llvm.floor.f32(float)
+declare i64 @llvm.umax.i64(i64, i64)
+define amdgpu_kernel void @stress(ptr addrspace(1) %a, ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %gid
+  %x = load i32, ptr addrspace(1) %pa
+  %x64 = zext i32 %x to i64
+  %y64 = mul i64 %x64, 12345678901
+  %d = udiv i64 %y64, 977
+  %r = urem i64 %y64, 1000003
+  %s = add i64 %d, %r
+  %mx = call i64 @llvm.umax.i64(i64 %s, i64 %x64)
+  %t = trunc i64 %mx to i32
+  %pc = call i32 @llvm.ctpop.i32(i32 %x)
+  %lz = call i32 @llvm.ctlz.i32(i32 %x, i1 false)
+  %tz = call i32 @llvm.cttz.i32(i32 %x, i1 false)
+  %f = uitofp i32 %x to float
+  %fs = fmul float %f, 0x3F50624DE0000000
+  %e = call float @llvm.exp2.f32(float %fs)
+  %sn = call float @llvm.sin.f32(float %fs)
+  %lg = call float @llvm.log2.f32(float %e)
+  %mn = call float @llvm.minnum.f32(float %sn, float %lg)
+  %fl = call float @llvm.floor.f32(float %mn)
+  %fi = fptosi float %fl to i32
+  %sd = sdiv i32 %x, -7
+  %q1 = add i32 %t, %pc
+  %q2 = add i32 %q1, %lz
+  %q3 = add i32 %q2, %tz
+  %q4 = add i32 %q3, %fi
+  %q5 = xor i32 %q4, %sd
+  %cmp = icmp sgt i64 %y64, 40000000000
+  %sel = select i1 %cmp, i32 %q5, i32 %x
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %gid
+  store i32 %sel, ptr addrspace(1) %po
+  ret void
+}
+"""

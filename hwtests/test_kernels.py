@@ -213,3 +213,20 @@ def test_private_arrays_live_in_per_lane_scratch(device):
     run(device, K.PRIVATE, "private_array", [buffer_of(device, idx), out], n, 128)
     gid = np.arange(n, dtype=np.uint64)
     assert np.array_equal(array_of(out, np.uint32, n), ((idx & 15).astype(np.uint64) * gid).astype(np.uint32))
+
+
+def test_mixed_lowerings_match_numpy(device):
+    n = 256
+    x = RNG.integers(1, 100000, n, dtype=np.int64).astype(np.uint32)
+    out = device.alloc(4 * n)
+    run(device, K.MIXED, "stress", [buffer_of(device, x), out], n, 64)
+    x64 = x.astype(np.uint64)
+    y = x64 * np.uint64(12345678901)
+    t = np.maximum(y // np.uint64(977) + y % np.uint64(1000003), x64).astype(np.uint32)
+    bits = np.array([(bin(int(v)).count("1"), 32 - int(v).bit_length(), (int(v) & -int(v)).bit_length() - 1)
+                     for v in x], np.uint32)
+    f = x.astype(np.float32) * np.float32(0.001)
+    fi = np.floor(np.fmin(np.sin(f), np.log2(np.exp2(f)))).astype(np.int32).astype(np.uint32)
+    sd = (-(x.astype(np.int64) // 7)).astype(np.uint32)  # x > 0: sdiv by -7 truncates toward zero
+    q5 = (t + bits.sum(axis=1, dtype=np.uint32) + fi) ^ sd
+    assert np.array_equal(array_of(out, np.uint32, n), np.where(y > 40000000000, q5, x))
