@@ -29,7 +29,7 @@ from . import kfd_uapi as k
 from .errors import DeadlockError, Fault
 from .gpu import EmulatedGPU, Interrupt
 from .memory import PAGE_SIZE, MemoryError_, VaWindow, page_align
-from .queue import Queue, Stream
+from .queue import Queue
 from .runtime.boundary import KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, PROT_NONE, OSBoundary
 from .targets import Target, get_target
 
@@ -880,7 +880,7 @@ class KfdDriver:
             if q.wait is not None or len(q.stack) > 1 or not q.ring.exhausted:
                 raise _fail(errno.EBUSY, f"{io.name}: queue {rec.qid} still has work; emulator limitation: "
                                          f"the ring can only be moved while the queue is idle")
-            _replace_ring(q, base & ~0xFF, size)
+            q.replace_ring(base & ~0xFF, size)
             old = rec.bufs[2]
             old.queue_refs[rec.node.index] -= 1
             ring_bo.queue_refs[rec.node.index] = ring_bo.queue_refs.get(rec.node.index, 0) + 1
@@ -1142,14 +1142,6 @@ class KfdDriver:
                     self.nodes[i].gpu.memory.unmap(bo.va)
             node.bos.clear()
             node.mapped_at.clear()
-
-
-def _replace_ring(q: Queue, base: int, size: int) -> None:
-    """Point an idle queue at a new ring, keeping its (unwrapped) read/write positions."""
-    pos = q.ring.pos
-    q.ring_va, q.ring_size = base, size
-    q.ring = Stream(q, "ring", base, size, pos, pos)
-    q.stack = [q.ring]
 
 
 def _user_buffer(arg) -> tuple[int, int | None]:

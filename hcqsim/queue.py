@@ -200,6 +200,15 @@ class Queue:
         ctypes.c_uint64.from_address(self.wptr_va).value = self.submitted // self.ptr_unit
         self.gpu.ring_doorbell(self, self.submitted // self.ptr_unit)
 
+    def replace_ring(self, base: int, size: int) -> None:
+        """Point an idle queue at a new ring (UPDATE_QUEUE), keeping its unwrapped read/write positions."""
+        if self.has_work() or self.wait is not None:
+            raise QueueError(f"queue {self.name}: the ring can only move while the queue is idle")
+        pos = self.ring.pos
+        self.ring_va, self.ring_size = base, size
+        self.ring = Stream(self, "ring", base, size, pos, pos)
+        self.stack = [self.ring]
+
     def write_back_rptr(self) -> None:
         """Engines report their read pointer to memory; subclasses define the unit and width."""
 
