@@ -505,3 +505,50 @@ entry:""" + GID_X + """
   ret void
 }
 """
+
+# cross-lane moves with DPP: out[gid * 9 + j] for nine controls (update.dpp keeps `old` where a lane has no source)
+DPP = """
+declare i32 @llvm.amdgcn.update.dpp.i32(i32, i32, i32, i32, i32, i1)
+declare i32 @llvm.amdgcn.mov.dpp8.i32(i32, i32)
+define amdgpu_kernel void @dpp(ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %v = mul i32 %gid, 3
+  %b9 = mul i32 %gid, 9
+  %d0 = call i32 @llvm.amdgcn.update.dpp.i32(i32 7777, i32 %v, i32 177, i32 15, i32 15, i1 false)
+  %d1 = call i32 @llvm.amdgcn.update.dpp.i32(i32 7777, i32 %v, i32 257, i32 15, i32 15, i1 false)
+  %d2 = call i32 @llvm.amdgcn.update.dpp.i32(i32 7777, i32 %v, i32 275, i32 15, i32 15, i1 true)
+  %d3 = call i32 @llvm.amdgcn.update.dpp.i32(i32 7777, i32 %v, i32 292, i32 15, i32 15, i1 false)
+  %d4 = call i32 @llvm.amdgcn.update.dpp.i32(i32 7777, i32 %v, i32 320, i32 15, i32 15, i1 false)
+  %d5 = call i32 @llvm.amdgcn.update.dpp.i32(i32 7777, i32 %v, i32 321, i32 15, i32 15, i1 false)
+  %d6 = call i32 @llvm.amdgcn.update.dpp.i32(i32 7777, i32 %v, i32 273, i32 10, i32 15, i1 false)
+  %d7 = call i32 @llvm.amdgcn.update.dpp.i32(i32 7777, i32 %v, i32 27, i32 15, i32 5, i1 false)
+  %d8 = call i32 @llvm.amdgcn.update.dpp.i32(i32 7777, i32 %v, i32 228, i32 15, i32 15, i1 false)
+  %p0 = getelementptr i32, ptr addrspace(1) %out, i32 %b9
+  store i32 %d0, ptr addrspace(1) %p0
+  %i1 = add i32 %b9, 1
+  %p1 = getelementptr i32, ptr addrspace(1) %out, i32 %i1
+  store i32 %d1, ptr addrspace(1) %p1
+  %i2 = add i32 %b9, 2
+  %p2 = getelementptr i32, ptr addrspace(1) %out, i32 %i2
+  store i32 %d2, ptr addrspace(1) %p2
+  %i3 = add i32 %b9, 3
+  %p3 = getelementptr i32, ptr addrspace(1) %out, i32 %i3
+  store i32 %d3, ptr addrspace(1) %p3
+  %i4 = add i32 %b9, 4
+  %p4 = getelementptr i32, ptr addrspace(1) %out, i32 %i4
+  store i32 %d4, ptr addrspace(1) %p4
+  %i5 = add i32 %b9, 5
+  %p5 = getelementptr i32, ptr addrspace(1) %out, i32 %i5
+  store i32 %d5, ptr addrspace(1) %p5
+  %i6 = add i32 %b9, 6
+  %p6 = getelementptr i32, ptr addrspace(1) %out, i32 %i6
+  store i32 %d6, ptr addrspace(1) %p6
+  %i7 = add i32 %b9, 7
+  %p7 = getelementptr i32, ptr addrspace(1) %out, i32 %i7
+  store i32 %d7, ptr addrspace(1) %p7
+  %i8 = add i32 %b9, 8
+  %p8 = getelementptr i32, ptr addrspace(1) %out, i32 %i8
+  store i32 %d8, ptr addrspace(1) %p8
+  ret void
+}
+"""

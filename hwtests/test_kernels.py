@@ -230,3 +230,42 @@ def test_mixed_lowerings_match_numpy(device):
     sd = (-(x.astype(np.int64) // 7)).astype(np.uint32)  # x > 0: sdiv by -7 truncates toward zero
     q5 = (t + bits.sum(axis=1, dtype=np.uint32) + fi) ^ sd
     assert np.array_equal(array_of(out, np.uint32, n), np.where(y > 40000000000, q5, x))
+
+
+def _dpp_model(v: np.ndarray, source, row_mask=0xF, bank_mask=0xF, bound_zero=False, old=7777):
+    """Documented DPP16 semantics for one wave `v`: lane l reads source(l) (None = no such lane); rows and
+    banks off in the masks keep `old`; a missing source writes 0 with bound_ctrl, else keeps `old`."""
+    out = np.empty_like(v)
+    for lane in range(v.size):
+        src = source(lane)
+        if not ((row_mask >> (lane // 16)) & 1 and (bank_mask >> ((lane // 4) % 4)) & 1):
+            out[lane] = old
+        elif src is None:
+            out[lane] = 0 if bound_zero else old
+        else:
+            out[lane] = v[src]
+    return out
+
+
+def test_dpp_lane_moves_match_the_documented_controls(device):
+    wave = 32 if device.target == "gfx1100" else 64
+    n = 4 * wave
+    out = device.alloc(4 * 9 * n)
+    run(device, K.DPP, "dpp", [out], n, wave)
+    got = array_of(out, np.uint32, 9 * n).reshape(n, 9)
+    v = (np.arange(n) * 3).astype(np.uint32)
+    row = lambda l: l & ~15  # noqa: E731
+    models = [
+        lambda w: _dpp_model(w, lambda l: (l & ~3) | [1, 0, 3, 2][l & 3]),
+        lambda w: _dpp_model(w, lambda l: l + 1 if (l & 15) + 1 < 16 else None),
+        lambda w: _dpp_model(w, lambda l: l - 3 if (l & 15) >= 3 else None, bound_zero=True),
+        lambda w: _dpp_model(w, lambda l: row(l) | (((l & 15) - 4) & 15)),
+        lambda w: _dpp_model(w, lambda l: row(l) | (15 - (l & 15))),
+        lambda w: _dpp_model(w, lambda l: (l & ~7) | (7 - (l & 7))),
+        lambda w: _dpp_model(w, lambda l: l - 1 if (l & 15) >= 1 else None, row_mask=0xA),
+        lambda w: _dpp_model(w, lambda l: (l & ~3) | (3 - (l & 3)), bank_mask=0x5),
+        lambda w: _dpp_model(w, lambda l: l),
+    ]
+    for j, model in enumerate(models):
+        expect = np.concatenate([model(v[i:i + wave]) for i in range(0, n, wave)])
+        assert np.array_equal(got[:, j], expect), f"control {j}"

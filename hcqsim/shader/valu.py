@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alu
+from . import alu, dpp
 from . import formats as fm
 from .alu import DTYPES, F16, F32, F64, U16, U32, U64, WIDTH
 from .decoder import Instr
@@ -21,6 +21,36 @@ def _sources(instr: Instr) -> list[int]:
     if instr.family in ("VOP2", "VOPC"):
         return [f["src0"], f["vsrc1"] + fm.VGPR_BASE]
     return [f["src0"], f["src1"], f["src2"]]
+
+
+def _dpp(instr: Instr, ctx: Context, srcs: list[int]):
+    """The DPP plan when src0 is a DPP operand (srcs[0] is replaced by the real VGPR), else None."""
+    code = srcs[0]
+    if code not in ((fm.DPP16, fm.DPP8, fm.DPP8FI) if ctx.true16 else (fm.DPP16,)):  # GFX9: no DPP8
+        return None
+    word = instr.fields.get("dpp")
+    if word is None:
+        raise ctx.unsupported(instr, "DPP operand without its control dword")
+    try:
+        plan = dpp.plan16(word, ctx.lanes, not ctx.true16) if code == fm.DPP16 or not ctx.true16 else \
+            dpp.plan8(word, ctx.lanes, code == fm.DPP8FI)
+    except ValueError as e:
+        raise ctx.unsupported(instr, str(e)) from None
+    srcs[0] = fm.VGPR_BASE + plan.src0
+    return plan
+
+
+def _with_dpp(plan, readers: list, lanes_of):
+    """Wrap a run's operand gathering: src0 comes from the DPP-selected lanes, and lanes the control
+    disables are not written."""
+    def gather(W, w):
+        lanes = lanes_of(W, w)
+        args = [r(W, w) for r in readers]
+        if plan is not None:
+            args[0], allowed = plan.apply(W, w, np.broadcast_to(args[0], lanes.shape))
+            lanes = lanes & allowed
+        return args, lanes
+    return gather
 
 
 def compile_valu(instr: Instr, ctx: Context) -> Run:
@@ -39,8 +69,11 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
         raise ctx.unsupported(instr, "VALU operation not implemented by the shader core")
     out_t, in_ts, fn = alu.VALU[name]
     srcs = _sources(instr)
+    plan = _dpp(instr, ctx, srcs)
     vop3 = fam in ("VOP3", "VOP3SD")
     abs_bits, neg_bits = (f.get("abs", 0), f.get("neg", 0)) if vop3 else (0, 0)
+    if plan is not None and not vop3:  # e32 DPP carries the src0/src1 modifiers in its control dword
+        abs_bits, neg_bits = plan.abs[0] | plan.abs[1] << 1, plan.neg[0] | plan.neg[1] << 1
     opsel = f.get("opsel", 0) if vop3 else 0
     readers = []
     e32 = fam in ("VOP1", "VOP2") and ctx.true16
@@ -73,10 +106,11 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
         raise ctx.unsupported(instr, "integer clamp (saturation) is not emulated")
     dt = DTYPES[out_t]
     step = _advance(instr.size)
+    gather = _with_dpp(plan, readers, lambda W, w: W.exec_lanes(w))
 
     def run(W, w):
-        lanes = W.exec_lanes(w)
-        value = fn(*[r(W, w) for r in readers])
+        args, lanes = gather(W, w)
+        value = fn(*args)
         value = np.asarray(value).astype(dt, copy=False)
         if post is not None:
             value = post(value)
@@ -94,9 +128,12 @@ def _mask_dst(instr: Instr) -> int:
 
 def _compile_vcmp(instr: Instr, ctx: Context, typ: str, pred, writes_exec: bool) -> Run:
     srcs = _sources(instr)
+    plan = _dpp(instr, ctx, srcs)
     f = instr.fields
     vop3 = instr.family == "VOP3"
     abs_bits, neg_bits = (f.get("abs", 0), f.get("neg", 0)) if vop3 else (0, 0)
+    if plan is not None and not vop3:
+        abs_bits, neg_bits = plan.abs[0] | plan.abs[1] << 1, plan.neg[0] | plan.neg[1] << 1
     opsel = f.get("opsel", 0) if vop3 else 0
     (c0, h0), (c1, h1) = [true16(c) if not vop3 and ctx.true16 and WIDTH[typ] == 16 else (c, bool(opsel >> i & 1))
                           for i, c in enumerate(srcs[:2])]
@@ -105,10 +142,11 @@ def _compile_vcmp(instr: Instr, ctx: Context, typ: str, pred, writes_exec: bool)
     dst = EXEC if writes_exec else _mask_dst(instr)
     also = _mask_dst(instr) if writes_exec and not ctx.true16 else None  # GFX9 v_cmpx writes VCC/sdst too
     step = _advance(instr.size)
+    gather = _with_dpp(plan, [ra, rb], lambda W, w: W.exec_lanes(w))
 
     def run(W, w):
-        lanes = W.exec_lanes(w)
-        result = np.broadcast_to(pred(ra(W, w), rb(W, w)), lanes.shape) & lanes  # inactive lanes read 0
+        (a, b), lanes = gather(W, w)
+        result = np.broadcast_to(pred(a, b), lanes.shape) & lanes  # inactive lanes read 0
         if also is not None:
             W.set_mask(w, also, result)
         W.set_mask(w, dst, result)
