@@ -419,13 +419,12 @@ entry:""" + GID_X + """
 }
 """
 
-# a cross-lane permute through LDS hardware (ds_bpermute_b32): not implemented by the shader core yet
-BPERMUTE = """
-declare i32 @llvm.amdgcn.ds.bpermute(i32, i32)
-define amdgpu_kernel void @bpermute(ptr addrspace(1) %out) {
+# v_permlane16_b32 (gfx10+): not implemented by the shader core yet
+PERMLANE = """
+declare i32 @llvm.amdgcn.permlane16.i32(i32, i32, i32, i32, i1, i1)
+define amdgpu_kernel void @permlane(ptr addrspace(1) %out) {
 entry:""" + GID_X + """
-  %addr = shl i32 %tid, 2
-  %v = call i32 @llvm.amdgcn.ds.bpermute(i32 %addr, i32 %gid)
+  %v = call i32 @llvm.amdgcn.permlane16.i32(i32 0, i32 %gid, i32 1985229328, i32 -19088744, i1 false, i1 false)
   %q = getelementptr i32, ptr addrspace(1) %out, i32 %gid
   store i32 %v, ptr addrspace(1) %q
   ret void
@@ -549,6 +548,34 @@ entry:""" + GID_X + """
   %i8 = add i32 %b9, 8
   %p8 = getelementptr i32, ptr addrspace(1) %out, i32 %i8
   store i32 %d8, ptr addrspace(1) %p8
+  ret void
+}
+"""
+
+# cross-lane shuffles through the LDS crossbar: bpermute (gather), permute (scatter), swizzle (pattern)
+SHUFFLES = """
+declare i32 @llvm.amdgcn.ds.bpermute(i32, i32)
+declare i32 @llvm.amdgcn.ds.permute(i32, i32)
+declare i32 @llvm.amdgcn.ds.swizzle(i32, i32 immarg)
+define amdgpu_kernel void @shuffles(ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %v = mul i32 %gid, 5
+  %rev = sub i32 31, %tid
+  %raddr = shl i32 %rev, 2
+  %nxt = add i32 %tid, 1
+  %naddr = shl i32 %nxt, 2
+  %b = call i32 @llvm.amdgcn.ds.bpermute(i32 %raddr, i32 %v)
+  %p = call i32 @llvm.amdgcn.ds.permute(i32 %naddr, i32 %v)
+  %s = call i32 @llvm.amdgcn.ds.swizzle(i32 %v, i32 32799)
+  %o = mul i32 %gid, 3
+  %p0 = getelementptr i32, ptr addrspace(1) %out, i32 %o
+  store i32 %b, ptr addrspace(1) %p0
+  %o1 = add i32 %o, 1
+  %p1 = getelementptr i32, ptr addrspace(1) %out, i32 %o1
+  store i32 %p, ptr addrspace(1) %p1
+  %o2 = add i32 %o, 2
+  %p2 = getelementptr i32, ptr addrspace(1) %out, i32 %o2
+  store i32 %s, ptr addrspace(1) %p2
   ret void
 }
 """

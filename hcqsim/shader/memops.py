@@ -320,6 +320,8 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
     def addresses(W, w, lanes):
         return W.v[w, addr_reg][lanes].astype(np.int64)
 
+    if op in ("bpermute_b32", "permute_b32", "swizzle_b32"):
+        return _compile_lane_shuffle(instr, ctx, op)
     if op.startswith("load_2addr") or op.startswith("store_2addr"):
         stride64 = "stride64" in op
         width = 8 if op.endswith("b64") else 4
@@ -420,6 +422,51 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
             np.zeros(0, dt)
         if returns:
             _scatter_dwords(W, w, dst, lanes, np.ascontiguousarray(rets).view(U32).reshape(-1, ndw))
+        step(W, w)
+    return run
+
+
+def _swizzle_sources(offset: int, lanes: int) -> np.ndarray | None:
+    """Source lane per lane for ds_swizzle_b32's offset: quad-permute mode (bit 15) or the bit-mask mode
+    (lane = ((lane & and) | or) ^ xor within groups of 32); None for the other (FFT / rotate) modes."""
+    lane = np.arange(lanes)
+    if offset & 0x8000:
+        if offset >= 0xE000:
+            return None
+        return (lane & ~3) | (offset >> (2 * (lane & 3))) & 3
+    and_mask, or_mask, xor_mask = offset & 0x1F, (offset >> 5) & 0x1F, (offset >> 10) & 0x1F
+    return (lane & ~31) | (((lane & 31) & and_mask) | or_mask) ^ xor_mask
+
+
+def _compile_lane_shuffle(instr: Instr, ctx: Context, op: str) -> Run:
+    """Cross-lane moves through the LDS crossbar (no LDS memory touched): ds_bpermute_b32 (each lane reads
+    data0 of lane addr/4), ds_permute_b32 (each lane writes its data0 to lane addr/4), ds_swizzle_b32 (a
+    fixed pattern in the offset). Inactive source lanes read 0; only active lanes are written."""
+    f = instr.fields
+    addr_reg, d0, dst = f["addr"], f["data0"], f["vdst"]
+    offset = f["offset0"] | f["offset1"] << 8
+    step = _advance(instr.size)
+    pattern = _swizzle_sources(offset, ctx.lanes) if op == "swizzle_b32" else None
+    if op == "swizzle_b32" and pattern is None:
+        raise ctx.unsupported(instr, f"ds_swizzle_b32 offset 0x{offset:x} (FFT/rotate modes) is not emulated")
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        n = lanes.shape[0]
+        rows = np.arange(n)[:, None]
+        if op == "swizzle_b32":
+            src = W.v[w, addr_reg]  # swizzle moves its addr operand (data lives in the address field)
+            picked = np.where(lanes[:, pattern], src[:, pattern], 0)
+        else:
+            target = ((W.v[w, addr_reg].astype(np.int64) + offset) >> 2) % W.lanes
+            data = W.v[w, d0]
+            if op == "bpermute_b32":
+                picked = np.where(lanes[rows, target], data[rows, target], 0)
+            else:  # permute: scatter active lanes' data to their targets, highest lane last
+                picked = np.zeros_like(data)
+                r, c = np.nonzero(lanes)
+                picked[r, target[r, c]] = data[r, c]
+        W.v[w, dst] = np.where(lanes, picked, W.v[w, dst]).astype(U32)
         step(W, w)
     return run
 
