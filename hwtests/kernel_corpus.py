@@ -579,3 +579,22 @@ entry:""" + GID_X + """
   ret void
 }
 """
+
+# byte and half-word arithmetic on packed data: GFX9 compiles it with SDWA selects
+PACKED_BYTES = """
+define amdgpu_kernel void @packed_bytes(ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %out) {
+entry:""" + GID_X + """
+  %pa = getelementptr <4 x i8>, ptr addrspace(1) %a, i32 %gid
+  %pb = getelementptr <4 x i8>, ptr addrspace(1) %b, i32 %gid
+  %va = load <4 x i8>, ptr addrspace(1) %pa
+  %vb = load <4 x i8>, ptr addrspace(1) %pb
+  %s = add <4 x i8> %va, %vb
+  %m = mul <4 x i8> %s, %va
+  %h = bitcast <4 x i8> %m to <2 x i16>
+  %hb = bitcast <4 x i8> %vb to <2 x i16>
+  %x = lshr <2 x i16> %h, %hb
+  %po = getelementptr <2 x i16>, ptr addrspace(1) %out, i32 %gid
+  store <2 x i16> %x, ptr addrspace(1) %po
+  ret void
+}
+"""

@@ -260,3 +260,14 @@ def test_lds_crossbar_shuffles(device):
     assert np.array_equal(got[:, 1], v[base + (lane - 1) % wave])  # permute: lane l sent its value to l + 1
     # swizzle 0x801F: quad mode, offset[7:0] = 0b00011111 picks lanes [3, 3, 1, 0] of each quad
     assert np.array_equal(got[:, 2], v[base + (lane & ~3) + np.array([3, 3, 1, 0])[lane & 3]])
+
+
+def test_byte_and_halfword_arithmetic_on_packed_data(device):
+    n = 256
+    a = RNG.integers(0, 256, 4 * n, dtype=np.int64).astype(np.uint8)
+    b = RNG.integers(0, 256, 4 * n, dtype=np.int64).astype(np.uint8)
+    out = device.alloc(4 * n)
+    run(device, K.PACKED_BYTES, "packed_bytes", [buffer_of(device, a), buffer_of(device, b), out], n, 64)
+    m = ((a + b) * a).astype(np.uint8)  # uint8 wraps like i8
+    expect = m.view(np.uint16) >> (b.view(np.uint16) & np.uint16(15))
+    assert np.array_equal(array_of(out, np.uint16, 2 * n), expect)

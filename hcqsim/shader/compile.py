@@ -52,8 +52,6 @@ def gfx9_as_gfx11(instr: Instr, ctx: Context) -> Instr:
     f = dict(instr.fields)
     family = {"VOP3B": "VOP3SD"}.get(instr.family, instr.family)
     name = gfx11_name(instr.mnemonic)
-    if family in ("VOP1", "VOP2", "VOPC") and f.get("src0") == 249:
-        raise ctx.unsupported(instr, "SDWA operand forms are not emulated")
     if family == "SMEM":  # GFX9: IMM selects an immediate offset; SOE adds SGPR soffset; else offset is an SGPR
         if f["imm"]:
             f["soffset"] = f["soffset"] if f["soe"] else ctx.null

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alu, dpp
+from . import alu, dpp, sdwa
 from . import formats as fm
+from . import formats_gfx9 as fg9
 from .alu import DTYPES, F16, F32, F64, U16, U32, U64, WIDTH
 from .decoder import Instr
 from .operands import Context, Run, _advance, _float_post, _modifiers, true16, vdst_writer, vsrc
@@ -57,6 +58,8 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
     name = instr.mnemonic
     fam = instr.family
     f = instr.fields
+    if "sdwa" in f:
+        return _compile_sdwa(instr, ctx)
     cmp = alu.compare(name)
     if cmp is not None:
         return _compile_vcmp(instr, ctx, *cmp)
@@ -117,6 +120,64 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
         write(W, w, value, lanes)
         step(W, w)
     return run
+
+
+def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
+    """A GFX9 VOP1/VOP2/VOPC instruction with an SDWA dword: sources are byte/word selects of 32-bit
+    registers (VGPRs, or SGPRs/constants with S0/S1), the result is placed per DST_SEL / DST_UNUSED."""
+    f, name = instr.fields, instr.mnemonic
+    cmp = alu.compare(name)
+    entry = alu.VALU.get(name)
+    if cmp is None and (entry is None or "mask" in entry[1]):
+        raise ctx.unsupported(instr, "VALU operation not implemented with SDWA")
+    in_ts = (cmp[0], cmp[0]) if cmp else entry[1]
+    codes = [fg9.src0_code(f)] + ([fg9.src1_code(f)] if instr.family in ("VOP2", "VOPC") else [])
+    if name in ("v_fmac_f32", "v_mac_f32"):
+        codes.append(f["vdst"] + fm.VGPR_BASE)
+    readers = []
+    for i, (code, typ) in enumerate(zip(codes, in_ts)):
+        raw = vsrc(ctx, instr, code, "b32")
+        sel, sext = f.get(f"src{i}_sel", 6), bool(f.get(f"src{i}_sext", 0))
+        abs_, neg = bool(f.get(f"src{i}_abs", 0)), bool(f.get(f"src{i}_neg", 0))
+        readers.append(_modifiers(lambda W, w, r=raw, s=sel, x=sext, t=typ: _as_type(sdwa.select(r(W, w), s, x), t),
+                                  typ, abs_, neg))
+    step = _advance(instr.size)
+    if cmp is not None:
+        typ, pred, writes_exec = cmp
+        dst = VCC if not f.get("sd") else f["sdst"]
+
+        def run_cmp(W, w):
+            lanes = W.exec_lanes(w)
+            result = np.broadcast_to(pred(*[r(W, w) for r in readers]), lanes.shape) & lanes
+            W.set_mask(w, dst, result)
+            if writes_exec:
+                W.set_mask(w, EXEC, result)
+            step(W, w)
+        return run_cmp
+    out_t, _, fn = entry
+    dst = f["vdst"]
+    if dst >= ctx.vgprs:
+        raise ctx.unsupported(instr, f"writes v{dst}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
+    post = _float_post(out_t, f.get("clamp", 0), f.get("omod", 0))
+    dst_sel, unused = f["dst_sel"], f["dst_unused"]
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        value = np.asarray(fn(*[r(W, w) for r in readers])).astype(DTYPES[out_t], copy=False)
+        if post is not None:
+            value = post(value)
+        bits = value.view(U16).astype(U32) if WIDTH[out_t] == 16 else value.view(U32)
+        old = W.v[w, dst]
+        W.v[w, dst] = np.where(lanes, sdwa.place(np.broadcast_to(bits, lanes.shape), old, dst_sel, unused), old)
+        step(W, w)
+    return run
+
+
+def _as_type(raw32: np.ndarray, typ: str):
+    """A selected 32-bit operand read as the operation's type (16-bit types take the low half)."""
+    if WIDTH[typ] == 16:
+        return (raw32 & U32(0xFFFF)).astype(U16).view(DTYPES[typ])
+    return raw32.view(DTYPES[typ])
 
 
 def _mask_dst(instr: Instr) -> int:
