@@ -98,68 +98,67 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
     flat = instr.family == "FLAT"
     if op.startswith("load_") and op[5:] in _LOAD:
         nbytes, ext = _LOAD[op[5:]]
-        dst = f["vdst"]
-        ndw = max(1, nbytes // 4)
+        dst, ndw = f["vdst"], max(1, nbytes // 4)
 
-        def run(W, w):
-            lanes = W.exec_lanes(w)
-            addrs = address(W, w)
-            active = addrs[lanes]
-            data = _flat_load(W, w, lanes, space, active, nbytes) if flat else lanemem.load(space, active, nbytes)
-            if ext is not None:
-                vals = data.view(ext).reshape(-1).astype(np.int64).astype(U32) if ext in (np.int8, np.int16) \
-                    else data.view(ext).reshape(-1).astype(U32)
-                _scatter_dwords(W, w, dst, lanes, vals[:, None])
-            else:
+        def to_vgprs(W, w, lanes, data):
+            if ext is None:
                 _scatter_dwords(W, w, dst, lanes, data.view(U32).reshape(-1, ndw))
-            step(W, w)
-        return run
+            else:  # 8/16-bit loads zero- or sign-extend to the whole dword
+                _scatter_dwords(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U32)[:, None])
+        return _load_run(address, flat, space, step, nbytes, to_vgprs)
     if op.startswith("load_d16_"):  # 8/16-bit load into one half of the VGPR, the other half kept
         kind = op[len("load_d16_"):]
         hi = kind.startswith("hi_")
         nbytes, ext = {"u8": (1, np.uint8), "i8": (1, np.int8), "b16": (2, np.uint16)}[kind[3:] if hi else kind]
         dst = f["vdst"]
 
-        def run(W, w):
-            lanes = W.exec_lanes(w)
-            active = address(W, w)[lanes]
-            data = _flat_load(W, w, lanes, space, active, nbytes) if flat else lanemem.load(space, active, nbytes)
+        def to_half(W, w, lanes, data):
             _merge_half(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
-            step(W, w)
-        return run
+        return _load_run(address, flat, space, step, nbytes, to_half)
     if op.startswith("store_d16_hi_"):
         nbytes = {"b8": 1, "b16": 2}[op[len("store_d16_hi_"):]]
         src = f["data"]
 
-        def run(W, w):
-            lanes = W.exec_lanes(w)
-            addrs = address(W, w)[lanes]
-            data = (W.v[w, src][lanes] >> U32(16)).astype(U16).view(np.uint8).reshape(-1, 2)[:, :nbytes]
-            if flat:
-                _flat_store(W, w, lanes, space, addrs, data)
-            else:
-                lanemem.store(space, addrs, np.ascontiguousarray(data))
-            step(W, w)
-        return run
+        def high_half(W, w, lanes):
+            return (W.v[w, src][lanes] >> U32(16)).astype(U16).view(np.uint8).reshape(-1, 2)[:, :nbytes]
+        return _store_run(address, flat, space, step, high_half)
     if op.startswith("store_") and op[6:] in _STORE:
         nbytes = _STORE[op[6:]]
-        src = f["data"]
-        ndw = max(1, nbytes // 4)
+        src, ndw = f["data"], max(1, nbytes // 4)
 
-        def run(W, w):
-            lanes = W.exec_lanes(w)
-            addrs = address(W, w)[lanes]
+        def dwords(W, w, lanes):
             regs = np.stack([W.v[w, src + i] for i in range(ndw)], axis=-1)[lanes]  # [active, ndw]
-            data = regs.astype(U32).view(np.uint8).reshape(-1, 4 * ndw)[:, :nbytes]
-            if flat:
-                _flat_store(W, w, lanes, space, addrs, data)
-            else:
-                lanemem.store(space, addrs, np.ascontiguousarray(data))
-            step(W, w)
-        return run
+            return regs.astype(U32).view(np.uint8).reshape(-1, 4 * ndw)[:, :nbytes]
+        return _store_run(address, flat, space, step, dwords)
     if op.startswith("atomic_"):
         return _compile_global_atomic(instr, ctx, op[len("atomic_"):], address)
     raise ctx.unsupported(instr, "memory operation not implemented")
+
+
+def _load_run(address: Callable, flat: bool, space, step: Callable, nbytes: int, consume: Callable) -> Run:
+    """A load: per-lane addresses of the active lanes, `nbytes` each from memory (or LDS through the flat
+    aperture), handed to `consume(W, w, lanes, data)` to land in registers."""
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        active = address(W, w)[lanes]
+        data = _flat_load(W, w, lanes, space, active, nbytes) if flat else lanemem.load(space, active, nbytes)
+        consume(W, w, lanes, data)
+        step(W, w)
+    return run
+
+
+def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Callable) -> Run:
+    """A store: `payload(W, w, lanes)` gives the active lanes' bytes, written at their addresses."""
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        addrs = address(W, w)[lanes]
+        data = payload(W, w, lanes)
+        if flat:
+            _flat_store(W, w, lanes, space, addrs, data)
+        else:
+            lanemem.store(space, addrs, np.ascontiguousarray(data))
+        step(W, w)
+    return run
 
 
 def _scatter_dwords(W: Waves, w, dst: int, lanes: np.ndarray, values: np.ndarray) -> None:
