@@ -1,6 +1,8 @@
 """Scalar ALU and program-flow instructions (SOP1, SOP2, SOPC, SOPK, SOPP) compiled to closures."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from . import alu
@@ -8,6 +10,16 @@ from .alu import U32, U64
 from .decoder import Instr, sext
 from .operands import Context, Run, _advance, _set_scc, _shape, sdst_writer, ssrc
 from .waves import EXEC, VCC
+
+def _salu_run(fn: Callable, sources: tuple, write: Callable, step: Callable) -> Run:
+    """The common SALU shape: result and SCC (or None: SCC kept) from the sources, then the next PC."""
+    def run(W, w):
+        r, scc = fn(*[src(W, w) for src in sources])
+        write(W, w, r)
+        _set_scc(W, w, scc)
+        step(W, w)
+    return run
+
 
 def compile_sop2(instr: Instr, ctx: Context) -> Run:
     f, name = instr.fields, instr.mnemonic
@@ -31,13 +43,7 @@ def compile_sop2(instr: Instr, ctx: Context) -> Run:
     fn = alu.SALU2.get(name)
     if fn is None:
         raise ctx.unsupported(instr, "SALU operation not implemented")
-
-    def run(W, w):
-        r, scc = fn(a(W, w), b(W, w))
-        write(W, w, r)
-        _set_scc(W, w, scc)
-        step(W, w)
-    return run
+    return _salu_run(fn, (a, b), write, step)
 
 
 def compile_sop1(instr: Instr, ctx: Context) -> Run:
@@ -88,15 +94,7 @@ def compile_sop1(instr: Instr, ctx: Context) -> Run:
     fn = alu.SALU1.get(name)
     if fn is None:
         raise ctx.unsupported(instr, "SALU operation not implemented")
-    a = ssrc(ctx, instr, f["ssrc0"], s0w)
-    write = sdst_writer(ctx, instr, f["sdst"], d)
-
-    def run(W, w):
-        r, scc = fn(a(W, w))
-        write(W, w, r)
-        _set_scc(W, w, scc)
-        step(W, w)
-    return run
+    return _salu_run(fn, (ssrc(ctx, instr, f["ssrc0"], s0w),), sdst_writer(ctx, instr, f["sdst"], d), step)
 
 
 def compile_sopc(instr: Instr, ctx: Context) -> Run:
