@@ -419,12 +419,31 @@ entry:""" + GID_X + """
 }
 """
 
-# v_permlane16_b32 (gfx10+): not implemented by the shader core yet
+# v_permlane16_b32 (gfx10+): within each row of 16 lanes, lane l reads the lane named by its nibble
 PERMLANE = """
 declare i32 @llvm.amdgcn.permlane16.i32(i32, i32, i32, i32, i1, i1)
+declare i32 @llvm.amdgcn.permlanex16.i32(i32, i32, i32, i32, i1, i1)
 define amdgpu_kernel void @permlane(ptr addrspace(1) %out) {
 entry:""" + GID_X + """
   %v = call i32 @llvm.amdgcn.permlane16.i32(i32 0, i32 %gid, i32 1985229328, i32 -19088744, i1 false, i1 false)
+  %x = call i32 @llvm.amdgcn.permlanex16.i32(i32 0, i32 %gid, i32 1985229328, i32 -19088744, i1 false, i1 false)
+  %o = shl i32 %gid, 1
+  %q = getelementptr i32, ptr addrspace(1) %out, i32 %o
+  store i32 %v, ptr addrspace(1) %q
+  %o1 = add i32 %o, 1
+  %q1 = getelementptr i32, ptr addrspace(1) %out, i32 %o1
+  store i32 %x, ptr addrspace(1) %q1
+  ret void
+}
+"""
+
+# a buffer (V#) load: MUBUF with a resource descriptor, not implemented by the shader core yet
+BUFLOAD = """
+declare i32 @llvm.amdgcn.raw.buffer.load.i32(<4 x i32>, i32, i32, i32 immarg)
+define amdgpu_kernel void @bufload(ptr addrspace(1) %out, <4 x i32> %rsrc) {
+entry:""" + GID_X + """
+  %off = shl i32 %tid, 2
+  %v = call i32 @llvm.amdgcn.raw.buffer.load.i32(<4 x i32> %rsrc, i32 %off, i32 0, i32 0)
   %q = getelementptr i32, ptr addrspace(1) %out, i32 %gid
   store i32 %v, ptr addrspace(1) %q
   ret void

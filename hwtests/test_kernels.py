@@ -197,15 +197,28 @@ def test_shader_vm_fault_names_the_kernel_and_pc(device):
 
 @pytest.mark.sim_only
 def test_unimplemented_instruction_is_an_error_naming_it(device):
-    if device.target != "gfx1100":
-        pytest.skip("v_permlane16_b32 is a gfx10+ instruction")
-    program = device.load_program(_code_object(K.PERMLANE, device.target), "permlane")
+    program = device.load_program(_code_object(K.BUFLOAD, device.target), "bufload")
     out = device.alloc(4 * 64)
-    device.compute_queue().exec(program, [out], 64, 64).submit()
+    device.compute_queue().exec(program, [out, 0], 64, 64).submit()
     with pytest.raises(DeviceFault) as info:
         device.synchronize()
     text = str(info.value)
-    assert "v_permlane16_b32" in text and "VOP3 instruction" in text and "PC +0x" in text and "kernel at 0x" in text
+    assert "buffer_load_" in text and "MUBUF instruction" in text and "PC +0x" in text and "kernel at 0x" in text
+
+
+def test_permlane16_picks_lanes_by_nibble(device):
+    if device.target != "gfx1100":
+        pytest.skip("v_permlane16_b32 / v_permlanex16_b32 are gfx10+ instructions")
+    n = 64
+    out = device.alloc(4 * 2 * n)
+    run(device, K.PERMLANE, "permlane", [out], n, 32)
+    got = array_of(out, np.uint32, 2 * n).reshape(n, 2)
+    select = 1985229328 | (-19088744 & 0xFFFFFFFF) << 32  # nibbles of {src2, src1}
+    lane = np.arange(n) % 32
+    nib = np.array([(select >> (4 * (int(l) % 16))) & 15 for l in lane])
+    base = np.arange(n) - lane
+    assert np.array_equal(got[:, 0], base + (lane & ~15) + nib)
+    assert np.array_equal(got[:, 1], base + ((lane & ~15) ^ 16) + nib)
 
 
 def _dpp_model(v: np.ndarray, source, row_mask=0xF, bank_mask=0xF, bound_zero=False, old=7777):

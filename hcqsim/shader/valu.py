@@ -378,7 +378,55 @@ def _compile_mbcnt(instr: Instr, ctx: Context) -> Run:
     return run
 
 
+def _compile_permlane16(instr: Instr, ctx: Context) -> Run:
+    """v_permlane16_b32 / v_permlanex16_b32: each lane reads src0 from the lane of its row (x16: of the other
+    row of its 32-lane half) picked by its nibble of the 64-bit select {src2, src1}. OPSEL bit 0 = FI (read
+    inactive lanes), bit 1 = BOUND_CTRL (an inactive source reads 0 instead of leaving the lane unwritten)."""
+    f = instr.fields
+    src, sel_lo, sel_hi = (vsrc(ctx, instr, f[k], "b32") for k in ("src0", "src1", "src2"))
+    fetch_inactive, bound_zero = bool(f["opsel"] & 1), bool(f["opsel"] & 2)
+    cross = instr.mnemonic == "v_permlanex16_b32"
+    dst = f["vdst"]
+    step = _advance(instr.size)
+    lane = np.arange(ctx.lanes)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        n = lanes.shape[0]
+        select = (np.broadcast_to(sel_lo(W, w), (n, 1))[:, 0].astype(np.uint64)
+                  | np.broadcast_to(sel_hi(W, w), (n, 1))[:, 0].astype(np.uint64) << np.uint64(32))
+        nibble = ((select[:, None] >> (np.uint64(4) * (lane % 16).astype(np.uint64))) & np.uint64(15)).astype(np.int64)
+        row = (lane & ~15) ^ (16 if cross else 0)
+        source = row[None, :] + nibble
+        values = np.broadcast_to(src(W, w), lanes.shape)
+        rows = np.arange(n)[:, None]
+        ok = np.ones_like(lanes) if fetch_inactive else lanes[rows, source]
+        picked = np.where(ok, values[rows, source], 0).astype(U32)
+        write = lanes if bound_zero else lanes & ok
+        W.v[w, dst] = np.where(write, picked, W.v[w, dst])
+        step(W, w)
+    return run
+
+
+def _compile_permlane64(instr: Instr, ctx: Context) -> Run:
+    if ctx.lanes != 64:
+        raise ctx.unsupported(instr, "v_permlane64_b32 exchanges wave halves: wave64 only")
+    src = vsrc(ctx, instr, instr.fields["src0"], "b32")
+    dst = instr.fields["vdst"]
+    step = _advance(instr.size)
+    swap = np.arange(64) ^ 32
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        values = np.broadcast_to(src(W, w), lanes.shape)
+        W.v[w, dst] = np.where(lanes & lanes[:, swap], values[:, swap], W.v[w, dst])
+        step(W, w)
+    return run
+
+
 _SPECIAL_VALU = {
+    "v_permlane16_b32": _compile_permlane16, "v_permlanex16_b32": _compile_permlane16,
+    "v_permlane64_b32": _compile_permlane64,
     "v_mbcnt_lo_u32_b32": _compile_mbcnt, "v_mbcnt_hi_u32_b32": _compile_mbcnt,
     "v_readfirstlane_b32": _compile_readfirstlane, "v_readlane_b32": _compile_readlane,
     "v_writelane_b32": _compile_writelane, "v_mad_u64_u32": _compile_mad64, "v_mad_i64_i32": _compile_mad64,
