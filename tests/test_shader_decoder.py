@@ -10,68 +10,35 @@
 
 The assembler is `hcqsim.compiler.assemble_each` (LLVM 22's clang -cc1as from the `ziglang` package, with
 +real-true16 as LLVM's gfx1100 code generator uses; else an llvm-mc): one batch for all lines, giving each
-line's encoding and LLVM's canonical text. Part 1 is skipped when there is no assembler, or when the one
-found is older than LLVM 22 (the canonical text compared with, true16 operands and all, is LLVM 22's).
+line's encoding and LLVM's canonical text (`shader_decoder_support.Oracle`). Part 1 is skipped when there is no
+assembler, or when the one found is older than LLVM 22 (the canonical text compared with, true16 operands and
+all, is LLVM 22's).
 """
 from __future__ import annotations
 
 import functools
 import io
 import re
-import struct
 
 import pytest
 
-from hcqsim.compiler import TRIPLE, AssemblerUnavailableError, assemble_each, assembler_for, assembler_llvm_version
+from hcqsim.compiler import TRIPLE, AssemblerUnavailableError, assemble_each, assembler_for
 from hcqsim.errors import DecodeError
 from hcqsim.shader import Instr, decode, decode_program, disassemble, format_instr
 from hcqsim.shader import formats as fm
 from hcqsim.shader import opcodes_gfx11 as ops
 
-# ---------------------------------------------------------------------------------------------------------
-# the assembler oracle
+pytest.register_assert_rewrite("shader_decoder_support")
+import shader_decoder_support as support  # noqa: E402  (tests/shader_decoder_support.py)
+from shader_decoder_support import pack_words, sgprs, vgprs  # noqa: E402
 
 ORACLE_ARCH = "gfx1100"
-ORACLE_LLVM = 22  # the LLVM major version whose canonical text the decoder prints (llvmlite's)
-
-
-@functools.lru_cache(maxsize=None)
-def no_oracle_reason() -> str | None:
-    """Why part 1 cannot run here, or None when the assembler is usable."""
-    try:
-        name = assembler_for(ORACLE_ARCH)
-    except AssemblerUnavailableError as e:
-        return str(e)
-    version = assembler_llvm_version(ORACLE_ARCH)
-    if version[0] < ORACLE_LLVM:
-        return (f"{name} is LLVM {'.'.join(map(str, version))}: the expected text is LLVM {ORACLE_LLVM}'s "
-                f"(pip install ziglang)")
-    return None
-
 
 # ---------------------------------------------------------------------------------------------------------
 # representative instructions, built from the opcode tables' operand shapes
 
-def _v(n: int, w) -> str:
-    if w == "h":
-        return f"v{n}.l"
-    return f"v{n}" if w == 1 else f"v[{n}:{n + w - 1}]"
-
-
-def _s(n: int, w: int) -> str:
-    return f"s{n}" if w == 1 else f"s[{n}:{n + w - 1}]"
-
-
-class _Regs:
-    """Hands out distinct VGPRs (v1 upwards) so each operand of a line is recognisable."""
-
-    def __init__(self):
-        self.next = 1
-
-    def __call__(self, w) -> str:
-        text = _v(self.next, w)
-        self.next += ops.dwords(w)
-        return text
+# distinct VGPRs (v1 upwards) so each operand of a line is recognisable
+_regs = functools.partial(support.Regs, 1)
 
 
 SOPK_OPERANDS = {"x": "0x1234", "k": "s2, 0x1234", "call": "s[2:3], 4", "loop": "s2, 4", "waitcnt": "null, 0x5",
@@ -85,7 +52,7 @@ GDS_ONLY = ("ds_gws_", "ds_add_gs_reg", "ds_sub_gs_reg", "ds_ordered_count")
 
 def _valu_operands(family: str, op: int, name: str, shape: str) -> str:
     d, srcs = ops.parse_shape(shape)
-    r = _Regs()
+    r = _regs()
     if family == "VOPC" or (family == "VOP3" and op < 0x100):
         lead = [] if name.startswith("v_cmpx") else ["vcc_lo" if family == "VOPC" else "s10"]
         return ", ".join(lead + [r(w) for w in srcs])
@@ -121,7 +88,7 @@ def _valu_operands(family: str, op: int, name: str, shape: str) -> str:
 
 
 def _memory_operands(family: str, name: str, shape: str) -> list[str]:
-    r = _Regs()
+    r = _regs()
     if family == "DS":
         d, (a, d0, d1) = ops.parse_shape(shape)
         parts = [r(w) for w in (d, a, d0, d1) if w]
@@ -130,40 +97,18 @@ def _memory_operands(family: str, name: str, shape: str) -> list[str]:
         w = int(shape)
         if not w:
             return [""]
-        base = f"{_v(1, w)}, off, s[4:7], 0"
+        base = f"{vgprs(1, w)}, off, s[4:7], 0"
         return [base, base + " glc"] if "_atomic_" in name else [base]
-    rw, (w,) = ops.parse_shape(shape)
-    atomic, load = "_atomic_" in name, "load" in name and "_atomic_" not in name
-    if "addtid" in name:
-        return [f"{_v(1, rw or w)}, off"]
-    if family == "SCRATCH":
-        forms = [("v5", "off"), ("off", "s2")]
-    elif family == "GLOBAL":
-        forms = [("v[6:7]", "off"), ("v5", "s[2:3]")]
-    else:
-        forms = [("v[6:7]", None)]
-    lines = []
-    for vaddr, saddr in forms:
-        tail = [saddr] if saddr else []
-        if load:
-            lines.append(", ".join([_v(10, rw), vaddr] + tail))
-        else:
-            lines.append(", ".join([vaddr, _v(10, w)] + tail))
-            if atomic:
-                lines.append(", ".join([_v(20, rw), vaddr, _v(10, w)] + tail) + " glc")
-    return lines
+    return support.flat_operand_lines(family, name, shape, "glc")
 
 
 def representatives(family: str, op: int, name: str, shape: str) -> list[str]:
     """Assembly lines for one opcode (several operand forms for memory instructions)."""
     if family in ("VOP1", "VOP2", "VOPC", "VOP3"):
-        mn = name + ops.encoding_suffix(family, op)
-        if family == "VOP3" and op < 0x200 and name in ops.NO_SUFFIX:
-            mn = name + "_e64"  # printed without the suffix, but only the suffix selects the encoding
-        operands = _valu_operands(family, op, name, shape)
-        return [f"{mn} {operands}".strip()]
+        mn = support.encoding_mnemonic(ops, family, op, name, promoted_below=0x200)
+        return [f"{mn} {_valu_operands(family, op, name, shape)}".strip()]
     if family == "VOP3P":
-        r = _Regs()
+        r = _regs()
         d, srcs = ops.parse_shape(shape)
         return [f"{name} " + ", ".join([r(d)] + [r(w) for w in srcs])]
     if family == "VINTERP":
@@ -178,11 +123,11 @@ def representatives(family: str, op: int, name: str, shape: str) -> list[str]:
     if family == "SMEM":
         if not d:
             return [name]
-        dst = _s(16 if d >= 4 else 2, d)
-        return [f"{name} {dst}, {_s(4, srcs[0])}, 0x10"]
-    parts = [_s(2, d)] if d else []
+        dst = sgprs(16 if d >= 4 else 2, d)
+        return [f"{name} {dst}, {sgprs(4, srcs[0])}, 0x10"]
+    parts = [sgprs(2, d)] if d else []
     for i, w in enumerate(srcs):
-        parts.append("sendmsg(MSG_RTN_GET_REALTIME)" if w == "m" else _s(4 + 2 * i, w))
+        parts.append("sendmsg(MSG_RTN_GET_REALTIME)" if w == "m" else sgprs(4 + 2 * i, w))
     return [f"{name} " + ", ".join(parts)]
 
 
@@ -190,14 +135,12 @@ FAMILIES = ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP", "SMEM", "VOP1", "VOP2", "VOP
             "DS", "FLAT", "GLOBAL", "SCRATCH", "MUBUF")
 
 
+def _family(table: str, op: int) -> str:
+    return "VOP3SD" if table == "VOP3" and op in fm.VOP3SD_OPS else table
+
+
 def _table_cases():
-    cases = []
-    for family in FAMILIES:
-        for op, (name, shape) in sorted(ops.TABLES[family].items()):
-            fam = "VOP3SD" if family == "VOP3" and op in fm.VOP3SD_OPS else family
-            for i, line in enumerate(representatives(family, op, name, shape)):
-                cases.append(pytest.param(line, fam, op, name, id=f"{family}-{name}-{i}"))
-    return cases
+    return support.table_cases(ops.TABLES, FAMILIES, _family, representatives)
 
 
 def _vopd_cases():
@@ -436,40 +379,22 @@ v_interp_p10_f32 v1, v2, v3, v4 wait_exp:3
 """.strip().splitlines()
 
 
-@functools.lru_cache(maxsize=None)
-def _oracle_results() -> dict[str, tuple[bytes | None, str | None]]:
-    lines = sorted({c.values[0] for c in _table_cases() + _vopd_cases()} | set(SPECIAL_LINES))
-    return dict(zip(lines, assemble_each(lines, ORACLE_ARCH)))
+def _oracle_lines() -> list[str]:
+    return [c.values[0] for c in _table_cases() + _vopd_cases()] + SPECIAL_LINES
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _check_line(line: str):
-    """Assemble one line with LLVM, decode it, compare size and text. Returns the Instr."""
-    reason = no_oracle_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    code, canonical = _oracle_results()[line]
-    assert code is not None, f"LLVM rejects {line!r}: {canonical}"
-    ins = decode(code, 0)
-    assert ins.size == len(code), f"{line}: decoded size {ins.size}, LLVM encoded {len(code)} bytes ({code.hex()})"
-    assert ins.words == struct.unpack(f"<{len(code) // 4}I", code)
-    text = format_instr(ins)
-    assert _norm(text) == canonical, f"{code.hex()}: we print {text!r}, LLVM prints {canonical!r}"
-    return ins
+ORACLE = support.Oracle(ORACLE_ARCH, _oracle_lines, hint=" (pip install ziglang)")
 
 
 @pytest.mark.parametrize("line, family, op, mnemonic", _table_cases() + _vopd_cases())
 def test_table_entry_round_trip(line, family, op, mnemonic):
-    ins = _check_line(line)
+    ins = ORACLE.check_line(line)
     assert (ins.family, ins.op, ins.mnemonic) == (family, op, mnemonic), line
 
 
 @pytest.mark.parametrize("line", SPECIAL_LINES)
 def test_special_operands_round_trip(line):
-    ins = _check_line(line)
+    ins = ORACLE.check_line(line)
     expect = line.split()[0]
     if ins.family == "VOPD":
         expect = f"{expect}::{line.split(' :: ')[1].split()[0]}"
@@ -519,73 +444,7 @@ def compile_kernel(ir: str) -> tuple[str, bytes]:
 
 
 KERNELS = {
-    "vadd": """
-declare i32 @llvm.amdgcn.workitem.id.x()
-declare i32 @llvm.amdgcn.workgroup.id.x()
-define amdgpu_kernel void @vadd(ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %c, i32 %n) {
-  %tid = call i32 @llvm.amdgcn.workitem.id.x()
-  %gid = call i32 @llvm.amdgcn.workgroup.id.x()
-  %base = mul i32 %gid, 256
-  %i = add i32 %base, %tid
-  %ok = icmp ult i32 %i, %n
-  br i1 %ok, label %body, label %done
-body:
-  %pa = getelementptr float, ptr addrspace(1) %a, i32 %i
-  %pb = getelementptr float, ptr addrspace(1) %b, i32 %i
-  %pc = getelementptr float, ptr addrspace(1) %c, i32 %i
-  %x = load float, ptr addrspace(1) %pa
-  %y = load float, ptr addrspace(1) %pb
-  %s = fadd float %x, %y
-  store float %s, ptr addrspace(1) %pc
-  br label %done
-done:
-  ret void
-}
-""",
-    "divloop": """
-declare i32 @llvm.amdgcn.workitem.id.x()
-define amdgpu_kernel void @divloop(ptr addrspace(1) %out, i32 %n) {
-entry:
-  %tid = call i32 @llvm.amdgcn.workitem.id.x()
-  %lim = and i32 %tid, 15
-  %any = icmp sgt i32 %lim, 0
-  br i1 %any, label %loop, label %exit
-loop:
-  %i = phi i32 [0, %entry], [%i1, %loop]
-  %acc = phi float [0.0, %entry], [%acc1, %loop]
-  %f = sitofp i32 %i to float
-  %m = fmul float %f, %f
-  %acc1 = fadd float %acc, %m
-  %i1 = add i32 %i, 1
-  %c = icmp slt i32 %i1, %lim
-  br i1 %c, label %loop, label %exit
-exit:
-  %r = phi float [0.0, %entry], [%acc1, %loop]
-  %p = getelementptr float, ptr addrspace(1) %out, i32 %tid
-  store float %r, ptr addrspace(1) %p
-  ret void
-}
-""",
-    "ldsrev": """
-@lds = internal addrspace(3) global [256 x i32] poison, align 4
-declare i32 @llvm.amdgcn.workitem.id.x()
-declare void @llvm.amdgcn.s.barrier()
-define amdgpu_kernel void @ldsrev(ptr addrspace(1) %p) {
-  %tid = call i32 @llvm.amdgcn.workitem.id.x()
-  %gp = getelementptr i32, ptr addrspace(1) %p, i32 %tid
-  %v = load i32, ptr addrspace(1) %gp
-  %lp = getelementptr [256 x i32], ptr addrspace(3) @lds, i32 0, i32 %tid
-  store i32 %v, ptr addrspace(3) %lp
-  fence syncscope("workgroup") release
-  call void @llvm.amdgcn.s.barrier()
-  fence syncscope("workgroup") acquire
-  %r = sub i32 255, %tid
-  %lp2 = getelementptr [256 x i32], ptr addrspace(3) @lds, i32 0, i32 %r
-  %w = load i32, ptr addrspace(3) %lp2
-  store i32 %w, ptr addrspace(1) %gp
-  ret void
-}
-""",
+    **support.KERNELS,  # vadd, divloop, ldsrev, mixed
     "uloop": """
 @tile = internal addrspace(3) global [64 x float] poison, align 4
 declare i32 @llvm.amdgcn.workitem.id.x()
@@ -623,67 +482,16 @@ exit:
   ret void
 }
 """,
-    "mixed": """
-declare i32 @llvm.amdgcn.workitem.id.x()
-define amdgpu_kernel void @mixed(ptr addrspace(1) %p, ptr addrspace(1) %h, ptr addrspace(1) %q, i64 %k) {
-  %tid = call i32 @llvm.amdgcn.workitem.id.x()
-  %ph = getelementptr <2 x half>, ptr addrspace(1) %h, i32 %tid
-  %x = load <2 x half>, ptr addrspace(1) %ph
-  %y = fmul <2 x half> %x, %x
-  %z = fadd <2 x half> %y, <half 1.0, half 2.0>
-  store <2 x half> %z, ptr addrspace(1) %ph
-  %s = extractelement <2 x half> %x, i32 1
-  %s2 = fadd half %s, 0xH3C00
-  %sf = fpext half %s2 to float
-  %d = fpext float %sf to double
-  %d2 = fmul double %d, %d
-  %pq = getelementptr double, ptr addrspace(1) %q, i32 %tid
-  store double %d2, ptr addrspace(1) %pq
-  %old = atomicrmw add ptr addrspace(1) %p, i32 1 seq_cst
-  %o64 = zext i32 %old to i64
-  %m = mul i64 %o64, %k
-  %pp = getelementptr i64, ptr addrspace(1) %p, i64 %m
-  store i64 %m, ptr addrspace(1) %pp
-  ret void
 }
-""",
-}
-
-
-def _listing_instructions(listing: str, name: str) -> list[str]:
-    """Instruction lines of the kernel in an emit_assembly listing (labels, directives, comments dropped)."""
-    out, inside = [], False
-    for line in listing.splitlines():
-        line = line.split(";")[0].strip()
-        if line == f"{name}:":
-            inside = True
-        elif line.startswith(".Lfunc_end"):
-            break
-        elif inside and line and not line.startswith(".") and not line.endswith(":"):
-            out.append(_norm(line))
-    return out
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_compiled_kernel_decodes_like_the_listing(name):
     listing, text = compile_kernel(KERNELS[name])
-    expected = _listing_instructions(listing, name)
+    expected = support.listing_instructions(listing, name)
     program = decode_program(text)
-    assert all(ins.mnemonic is not None for ins in program), [format_instr(i) for i in program if not i.mnemonic]
-    printed = [_norm(format_instr(ins)) for ins in program]
-    j = 0
-    for ins, mine in zip(program, printed):
-        if j < len(expected) and mine.split()[0] == expected[j].split()[0]:
-            theirs = expected[j]
-            if ins.family == "SOPP" and ins.shape == "br":  # the listing names the target with a label
-                target = ins.pc + 4 + 4 * ins.fields["simm16"] - (0x40000 if ins.fields["simm16"] & 0x8000 else 0)
-                assert 0 <= target <= len(text) and theirs.split()[1].startswith(".L"), (mine, theirs)
-            else:
-                assert mine == theirs, f"at 0x{ins.pc:x}: we print {mine!r}, the listing has {theirs!r}"
-            j += 1
-        else:  # alignment padding and the s_code_end tail are not in the listing
-            assert ins.mnemonic in ("s_nop", "s_code_end"), f"at 0x{ins.pc:x}: {mine!r}, listing: {expected[j:j + 2]}"
-    assert j == len(expected), f"listing instructions not matched: {expected[j:]}"
+    # alignment padding and the s_code_end tail are not in the listing
+    j = support.assert_decodes_like_listing(program, text, expected, padding=("s_nop", "s_code_end"))
     assert program[j - 1 if j else 0].mnemonic is not None
 
 
@@ -706,12 +514,8 @@ def test_vadd_kernel_facts():
 # ---------------------------------------------------------------------------------------------------------
 # hand-written encodings (ISA_FACTS 5), unknown opcodes and garbage
 
-def _code(*words: int) -> bytes:
-    return struct.pack(f"<{len(words)}I", *words)
-
-
 def test_vopd_dsty_parity_and_shared_literal():
-    ins = decode(_code(0xCA240080, 0x010400FF, 0x000003FF))
+    ins = decode(pack_words(0xCA240080, 0x010400FF, 0x000003FF))
     assert ins.family == "VOPD" and ins.size == 12 and ins.literal == 0x3FF
     assert ins.mnemonic == "v_dual_mov_b32::v_dual_and_b32" and ins.op == (8 << 5 | 18)
     assert ins.fields["vdstx"] == 1 and ins.fields["vdsty"] == 4  # stored 2, bit 0 = not vdstx bit 0
@@ -719,60 +523,57 @@ def test_vopd_dsty_parity_and_shared_literal():
 
 
 def test_branch_offsets_and_signed_fields():
-    ins = decode(_code(0xBFA5FFFD))  # s_cbranch_execz -3
+    ins = decode(pack_words(0xBFA5FFFD))  # s_cbranch_execz -3
     assert ins.mnemonic == "s_cbranch_execz" and format_instr(ins) == "s_cbranch_execz -3"
-    assert "-> 0x0" in disassemble(_code(0xBF800000, 0xBFA5FFFE), annotate=True).splitlines()[1]
-    smem = decode(_code(0xF4000041, 0xF81FFFF0))
+    assert "-> 0x0" in disassemble(pack_words(0xBF800000, 0xBFA5FFFE), annotate=True).splitlines()[1]
+    smem = decode(pack_words(0xF4000041, 0xF81FFFF0))
     assert format_instr(smem) == "s_load_b32 s1, s[2:3], -0x10"
 
 
 def test_sizes_from_fields():
-    assert decode(_code(0xBE8000FF, 0x12345678)).size == 8  # SOP1 literal
-    assert decode(_code(0xBF0A01FF, 0x100)).size == 8  # SOPC literal in ssrc0
-    assert decode(_code(0xB9801801, 15)).size == 8  # s_setreg_imm32_b32
-    assert decode(_code(0x58020602, 0x3F800000)).size == 8  # v_fmamk_f32: always a literal
-    assert decode(_code(0xD6560001, 0x03FD0502, 0x400)).size == 12  # VOP3 with a literal
-    assert decode(_code(0x7E0202FA, 0xFF0101FF)).size == 8  # DPP16
-    assert decode(_code(0xC8100101, 0x00020104)).size == 8  # VOPD without literal
+    assert decode(pack_words(0xBE8000FF, 0x12345678)).size == 8  # SOP1 literal
+    assert decode(pack_words(0xBF0A01FF, 0x100)).size == 8  # SOPC literal in ssrc0
+    assert decode(pack_words(0xB9801801, 15)).size == 8  # s_setreg_imm32_b32
+    assert decode(pack_words(0x58020602, 0x3F800000)).size == 8  # v_fmamk_f32: always a literal
+    assert decode(pack_words(0xD6560001, 0x03FD0502, 0x400)).size == 12  # VOP3 with a literal
+    assert decode(pack_words(0x7E0202FA, 0xFF0101FF)).size == 8  # DPP16
+    assert decode(pack_words(0xC8100101, 0x00020104)).size == 8  # VOPD without literal
 
 
 def test_unknown_opcode_decodes_with_mnemonic_none():
     unknown = [
-        (_code(0xBE807F00), "SOP1", 0x7F, 4),
-        (_code(0xBE807FFF, 0xDEADBEEF), "SOP1", 0x7F, 8),  # size still counts the literal
-        (_code(0x7E02FF02), "VOP1", 0x7F, 4),
-        (_code(0xD7FF0000, 0x00000000), "VOP3", 0x3FF, 8),
-        (_code(0xDBF40000, 0x00000000), "DS", 0xFD, 8),
-        (_code(0xDDFE0000, 0x00007C00), "GLOBAL", 0x7F, 8),
-        (_code(0xE8000000, 0x00000000), "MTBUF", 0, 8),  # graphics family: identified, not tabulated
+        (pack_words(0xBE807F00), "SOP1", 0x7F, 4),
+        (pack_words(0xBE807FFF, 0xDEADBEEF), "SOP1", 0x7F, 8),  # size still counts the literal
+        (pack_words(0x7E02FF02), "VOP1", 0x7F, 4),
+        (pack_words(0xD7FF0000, 0x00000000), "VOP3", 0x3FF, 8),
+        (pack_words(0xDBF40000, 0x00000000), "DS", 0xFD, 8),
+        (pack_words(0xDDFE0000, 0x00007C00), "GLOBAL", 0x7F, 8),
+        (pack_words(0xE8000000, 0x00000000), "MTBUF", 0, 8),  # graphics family: identified, not tabulated
     ]
-    for code, family, op, size in unknown:
-        ins = decode(code)
-        assert (ins.family, ins.op, ins.size, ins.mnemonic) == (family, op, size, None), format_instr(ins)
-        assert format_instr(ins).startswith(".long 0x")
+    support.assert_unknown_opcodes_decode(unknown, ORACLE_ARCH)
 
 
 def test_garbage_raises_decode_error():
     for word in (0xFFFFFFFF, 0xC0000000, 0xCF000000, 0xD0000000):
         with pytest.raises(DecodeError, match=f"0x{word:08x}.*offset 0x4"):
-            decode(_code(0xBF800000, word), 4)
+            decode(pack_words(0xBF800000, word), 4)
     with pytest.raises(DecodeError, match="truncated"):
-        decode(_code(0xBE8000FF), 0)  # s_mov_b32 with its literal missing
+        decode(pack_words(0xBE8000FF), 0)  # s_mov_b32 with its literal missing
     with pytest.raises(DecodeError, match="truncated"):
-        decode(_code(0xF4000041), 0)
+        decode(pack_words(0xF4000041), 0)
     with pytest.raises(DecodeError):
         decode_program(b"\x00\x00\x80\xbf\x00")
 
 
 def test_arch_registry():
-    assert decode_program(_code(0xBFB00000), "gfx1100")[0].mnemonic == "s_endpgm"
-    assert decode(_code(0xBF810000), 0, "gfx942").mnemonic == "s_endpgm"  # the same word on GFX9
+    assert decode_program(pack_words(0xBFB00000), "gfx1100")[0].mnemonic == "s_endpgm"
+    assert decode(pack_words(0xBF810000), 0, "gfx942").mnemonic == "s_endpgm"  # the same word on GFX9
     with pytest.raises(ValueError):
-        decode(_code(0xBF810000), 0, "gfx9999")
+        decode(pack_words(0xBF810000), 0, "gfx9999")
 
 
 def test_instr_is_a_plain_record():
-    ins = decode(_code(0x06040702))
+    ins = decode(pack_words(0x06040702))
     assert isinstance(ins, Instr)
     assert (ins.pc, ins.size, ins.words, ins.family, ins.op, ins.mnemonic, ins.literal) == \
         (0, 4, (0x06040702,), "VOP2", 3, "v_add_f32", None)
@@ -782,27 +583,16 @@ def test_instr_is_a_plain_record():
 
 def test_random_words_decode_or_raise_decode_error():
     """Any word sequence either decodes (and prints) or raises DecodeError: fault reports may disassemble garbage."""
-    import random
-    rng = random.Random(1234)
-    decoded = 0
-    for _ in range(20000):
-        code = struct.pack("<3I", *(rng.getrandbits(32) for _ in range(3)))
-        try:
-            ins = decode(code, 0)
-        except DecodeError:
-            continue
-        assert 4 <= ins.size <= 12 and isinstance(format_instr(ins), str)
-        decoded += 1
-    assert decoded > 15000
+    support.assert_random_words_decode_or_raise(ORACLE_ARCH, 1234)
 
 
 def test_format_tables_encode_what_they_decode():
     sop1 = fm.FORMATS["SOP1"].encode(op=0, sdst=1, ssrc0=2)
-    assert format_instr(decode(_code(*sop1))) == "s_mov_b32 s1, s2"
+    assert format_instr(decode(pack_words(*sop1))) == "s_mov_b32 s1, s2"
     vop3 = fm.FORMATS["VOP3"].encode(op=0x213, vdst=1, src0=258, src1=259, src2=260, neg=0b100)
-    assert format_instr(decode(_code(*vop3))) == "v_fma_f32 v1, v2, v3, -v4"
+    assert format_instr(decode(pack_words(*vop3))) == "v_fma_f32 v1, v2, v3, -v4"
     glb = fm.FORMATS["GLOBAL"].encode(op=0x14, seg=2, vdst=1, addr=2, saddr=fm.NULL)
-    assert format_instr(decode(_code(*glb))) == "global_load_b32 v1, v[2:3], off"
+    assert format_instr(decode(pack_words(*glb))) == "global_load_b32 v1, v[2:3], off"
 
 
 def test_inline_constant_values():

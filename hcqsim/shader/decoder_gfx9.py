@@ -1,132 +1,39 @@
-"""gfx942 (CDNA3, GFX9 encodings): instruction decoder and LLVM-style printer.
+"""gfx942 (CDNA3, GFX9 encodings): the LLVM-style printer, and the gfx942 names of the decoder.
 
-`decode_gfx942(code, offset)` decodes the one instruction at a byte offset into an `InstrGfx9` (an `Instr` whose
-`shape` and printing use the gfx942 tables); `decoder.decode(..., arch="gfx942")` and `decode_program` reach it
-through `decoder.ARCHES`, `disasm.format_instr` / `disasm.disassemble` print through `format_instr_gfx9`.
-
-Conventions (those of the gfx11 decoder, plus what GFX9 adds; formats_gfx9 documents the operand space):
-* `fields` holds the raw field values of the family's table (`formats_gfx9.FORMATS[family]`), unsigned as stored:
-  sign-extend SOPP/SOPK simm16, SMEM offset (21 bits, imm = 1) and GLOBAL/SCRATCH offset (13 bits) with `sext`.
-* `literal` is the trailing 32-bit literal (also the K of v_fmamk/v_fmaak/v_madmk/v_madak). VOP3 has none on GFX9.
-* SDWA (src0 = 249): `fields["sdwa"]` is the raw extension dword and its fields (`formats_gfx9.SDWA`, for VOPC
-  `SDWA_VOPC`) are merged into `fields`: ext_src0, dst_sel, dst_unused, clamp, omod, src0_sel/sext/neg/abs, s0,
-  src1_sel/sext/neg/abs, s1 (VOPC: sdst, sd instead of dst_sel .. omod).
-* DPP (src0 = 250): `fields["dpp"]` is the raw dword, plus ext_src0, dpp_ctrl, bound_ctrl, src0/src1_neg/abs,
-  bank_mask, row_mask. `formats_gfx9.src0_code` / `src1_code` give the real source operand codes.
-* VOP3B (carry-out, div_scale, mad64): `fields["sdst"]` is the 64-bit lane-mask SGPR pair written.
-* VOP3P_MAI (MFMA / SMFMAC): cbsz, abid, acc_cd (vdst and C are AccVGPRs), acc (bit 0: A, bit 1: B), blgp.
-* FLAT / GLOBAL / SCRATCH and MUBUF carry gfx940's cache bits sc0 (glc: an atomic returns the old value only
-  when set), nt and sc1 (hints); `acc` makes vdst / data AccVGPRs; saddr 0x7F is "off"; SCRATCH `sve` says the
-  VGPR address is used. The FLAT segment's offset is unsigned, GLOBAL/SCRATCH's a signed 13-bit value.
-  MUBUF `lds` loads into LDS (no vdata).
-* An opcode missing from the tables decodes with `mnemonic` None (family, size and fields are still right);
-  a word no family matches raises DecodeError naming the word and offset.
+Decoding is `decoder.decode(..., arch="gfx942")` / `decode_program`: the shared skeleton driven by
+`decoder.ARCHES["gfx942"]` (formats_gfx9, opcodes_gfx942), giving `InstrGfx9` records (re-exported here, with
+`decode_gfx942`); `decoder`'s module doc lists what gfx942's fields hold (SDWA, DPP, VOP3B, MFMA, cache bits).
+`disasm.format_instr` / `disasm.disassemble` print gfx942 instructions with this module's `PRINTERS` and
+`printed_mnemonic` (`format_instr_gfx9` is the same), on the operand helpers `disasm` shares with gfx11.
 """
 from __future__ import annotations
 
-from ..errors import DecodeError
 from . import formats_gfx9 as f9
 from . import opcodes_gfx942 as ops
-from .decoder import Instr, _dword, sext
-from .disasm import literal_text, swizzle_text
+from .decoder import ARCHES, Instr, InstrGfx9, sext
+from .disasm import (MIX_OPS, OMOD_TEXT, ds_operands, flag_text, flat_operands, format_instr, hwreg_operand,
+                     mubuf_address, operand_shape, operand_text, packed_modifiers, signed_hex, sopk_operands,
+                     source_mods, vgpr, waitcnt_counters)
 
 ARCH = "gfx942"
 
 
-class InstrGfx9(Instr):
-    """A decoded gfx942 instruction: the `Instr` record, with the gfx942 opcode tables behind `shape`."""
-
-    arch = ARCH
-
-    @property
-    def shape(self) -> str | None:
-        entry = ops.lookup(self.family, self.op)
-        return None if entry is None else entry[1]
-
-    def __str__(self) -> str:
-        return format_instr_gfx9(self)
-
-
 def decode_gfx942(code, offset: int) -> InstrGfx9:
-    w0 = _dword(code, offset, "the first dword", offset)
-    family = f9.family_of(w0)
-    if family is None:
-        raise DecodeError(f"gfx942: no instruction format matches word 0x{w0:08x} at offset 0x{offset:x}")
-    fmt = f9.FORMATS[family]
-    words = [w0]
-    for i in range(1, fmt.size):
-        words.append(_dword(code, offset + 4 * i, f"{family} dword {i}", offset))
-    extra = f9.extra_dword(family, words)
-    if extra:
-        words.append(_dword(code, offset + 4 * len(words), f"the {family} {extra} dword", offset))
-    fields = fmt.decode(words, check=False)
-    literal = None
-    if extra == "literal":
-        literal = words[-1]
-    elif extra == "sdwa":
-        fields.update((f9.SDWA_VOPC if family == "VOPC" else f9.SDWA).decode(words[-1:], check=False))
-        fields["sdwa"] = words[-1]
-    elif extra == "dpp":
-        fields.update(f9.DPP.decode(words[-1:], check=False))
-        fields["dpp"] = words[-1]
-    op = fields.get("op", 0)
-    entry = ops.lookup(family, op)
-    return InstrGfx9(offset, 4 * len(words), tuple(words), family, op, entry[0] if entry else None, fields, literal)
+    """The gfx942 instruction at byte `offset` of `code` (`decoder.decode(code, offset, "gfx942")`)."""
+    return ARCHES[ARCH].decode(code, offset)
 
 
 # =========================================================================================================
 # printing (the syntax LLVM 22's AMDGPU printer uses for gfx942)
 
-_FLOAT_TEXT = {240: "0.5", 241: "-0.5", 242: "1.0", 243: "-1.0", 244: "2.0", 245: "-2.0", 246: "4.0", 247: "-4.0"}
-
-
-def _range(prefix: str, n: int, width: int) -> str:
-    return f"{prefix}{n}" if width == 1 else f"{prefix}[{n}:{n + width - 1}]"
-
-
 def operand(code: int, width: int = 1, literal: int | None = None) -> str:
     """Text of a 9-bit source operand code (SALU 8-bit and scalar 7-bit codes are the same numbers)."""
-    if code <= f9.SGPR_MAX:
-        return _range("s", code, width)
-    if code >= f9.VGPR_BASE:
-        return _range("v", code - f9.VGPR_BASE, width)
-    if f9.TTMP_BASE <= code < f9.M0:
-        return _range("ttmp", code - f9.TTMP_BASE, width)
-    if width == 2 and code in f9.REGISTER_PAIRS:
-        return f9.REGISTER_PAIRS[code]
-    if code in f9.SPECIAL_OPERANDS:
-        return f9.SPECIAL_OPERANDS[code]
-    i = f9.inline_int(code)
-    if i is not None:
-        return str(i)
-    if code in _FLOAT_TEXT:
-        return _FLOAT_TEXT[code]
-    if code == 248:
-        return "0.15915494309189532" if width == 2 else "0.15915494"
-    if code == f9.LITERAL and literal is not None:
-        return literal_text(literal)
-    return f"<invalid operand {code}>"
-
-
-def vgpr(n: int, width: int = 1, acc: bool = False) -> str:
-    return _range("a" if acc else "v", n, width)
+    return operand_text(f9, code, width, literal)
 
 
 def _reg(code: int, width: int, acc: bool) -> str:
     """A VALU source that may be an AccVGPR (VGPR codes 256+n mean a[n] when `acc`)."""
     return vgpr(code - f9.VGPR_BASE, width, True) if acc and code >= f9.VGPR_BASE else operand(code, width)
-
-
-def _mods(text: str, neg, abs_, sext_=0) -> str:
-    if sext_:
-        text = f"sext({text})"
-    if abs_:
-        text = f"|{text}|"
-    return f"-{text}" if neg else text
-
-
-def _shape(ins: Instr):
-    return ops.parse_shape(ins.shape or ":")
 
 
 def _u16_text(v: int) -> str:
@@ -153,10 +60,7 @@ GPR_IDX_MODES = ("SRC0", "SRC1", "SRC2", "DST")
 
 def waitcnt_text(imm: int) -> str:
     """GFX9 s_waitcnt: vmcnt [3:0] + [15:14], expcnt [6:4], lgkmcnt [11:8]; counters at their maximum are omitted."""
-    vm, exp, lgkm = (imm & 0xF) | (imm >> 14 & 3) << 4, imm >> 4 & 7, imm >> 8 & 0xF
-    parts = [(f"vmcnt({vm})", vm != 0x3F), (f"expcnt({exp})", exp != 7), (f"lgkmcnt({lgkm})", lgkm != 0xF)]
-    shown = [t for t, keep in parts if keep]
-    return " ".join(shown or [t for t, _ in parts])
+    return waitcnt_counters((imm & 0xF) | (imm >> 14 & 3) << 4, imm >> 4 & 7, imm >> 8 & 0xF, 0xF)
 
 
 def sendmsg_text(imm: int) -> str:
@@ -177,9 +81,7 @@ def sendmsg_text(imm: int) -> str:
 
 
 def hwreg_text(imm: int) -> str:
-    reg, off, size = imm & 0x3F, imm >> 6 & 0x1F, (imm >> 11 & 0x1F) + 1
-    name = HWREG_NAMES.get(reg, str(reg))
-    return f"hwreg({name})" if off == 0 and size == 32 else f"hwreg({name}, {off}, {size})"
+    return hwreg_operand(imm, HWREG_NAMES)
 
 
 def gpr_idx_text(imm: int) -> str:
@@ -191,7 +93,7 @@ def gpr_idx_text(imm: int) -> str:
 # --- per-family printers -----------------------------------------------------------------------------------
 
 def _sop1(ins: Instr) -> str:
-    f, (d, srcs) = ins.fields, _shape(ins)
+    f, (d, srcs) = ins.fields, operand_shape(ins)
     parts = [operand(f["sdst"], d)] if d else []
     if srcs:
         parts.append(operand(f["ssrc0"], srcs[0], ins.literal))
@@ -199,29 +101,19 @@ def _sop1(ins: Instr) -> str:
 
 
 def _sop2(ins: Instr) -> str:
-    f, (d, (s0, s1)) = ins.fields, _shape(ins)
+    f, (d, (s0, s1)) = ins.fields, operand_shape(ins)
     parts = [operand(f["sdst"], d)] if d else []
     return ", ".join(parts + [operand(f["ssrc0"], s0, ins.literal), operand(f["ssrc1"], s1, ins.literal)])
 
 
 def _sopc(ins: Instr) -> str:
-    f, (_, (s0, s1)) = ins.fields, _shape(ins)
+    f, (_, (s0, s1)) = ins.fields, operand_shape(ins)
     second = gpr_idx_text(f["ssrc1"]) if s1 == "g" else operand(f["ssrc1"], s1, ins.literal)
     return f"{operand(f['ssrc0'], s0, ins.literal)}, {second}"
 
 
 def _sopk(ins: Instr) -> str:
-    f, kind = ins.fields, ins.shape
-    imm, sdst = f["simm16"], f["sdst"]
-    if kind == "getreg":
-        return f"{operand(sdst)}, {hwreg_text(imm)}"
-    if kind == "setreg":
-        return f"{hwreg_text(imm)}, {operand(sdst)}"
-    if kind == "setreg_imm":
-        return f"{hwreg_text(imm)}, {literal_text(ins.literal or 0)}"
-    if kind in ("call", "fork"):
-        return f"{operand(sdst, 2)}, {sext(imm, 16)}"
-    return f"{operand(sdst)}, 0x{imm:x}"  # k
+    return sopk_operands(ins, operand, hwreg_text)
 
 
 def _sopp(ins: Instr) -> str:
@@ -241,12 +133,8 @@ def _sopp(ins: Instr) -> str:
     return _u16_text(imm)  # d
 
 
-def _signed_hex(v: int) -> str:
-    return f"-0x{-v:x}" if v < 0 else f"0x{v:x}"
-
-
 def _smem(ins: Instr) -> str:
-    f, (d, srcs) = ins.fields, _shape(ins)
+    f, (d, srcs) = ins.fields, operand_shape(ins)
     b = srcs[0] if srcs else 0
     parts = []
     if d == "i":
@@ -257,9 +145,9 @@ def _smem(ins: Instr) -> str:
         parts.append(operand(f["sbase"] * 2, b))
         if f["soe"]:
             where = operand(f["soffset"])
-            parts.append(f"{where} offset:{_signed_hex(sext(f['offset'], 21))}" if f["imm"] else where)
+            parts.append(f"{where} offset:{signed_hex(sext(f['offset'], 21))}" if f["imm"] else where)
         elif f["imm"]:
-            parts.append(_signed_hex(sext(f["offset"], 21)))
+            parts.append(signed_hex(sext(f["offset"], 21)))
         else:
             parts.append(operand(f["offset"] & 0x7F))
     return ", ".join(parts) + (" glc" if f["glc"] else "")
@@ -290,13 +178,11 @@ def _sel(v: int) -> str:
     return f9.SDWA_SELS[v] if v < len(f9.SDWA_SELS) else str(v)
 
 
-_OMOD = {1: " mul:2", 2: " mul:4", 3: " div:2"}
-
 def _sdwa_text(ins: Instr, n_srcs: int) -> str:
     f = ins.fields
     text = ""
     if ins.family != "VOPC":
-        text += (" clamp" if f["clamp"] else "") + _OMOD.get(f["omod"], "")
+        text += (" clamp" if f["clamp"] else "") + OMOD_TEXT.get(f["omod"], "")
         if ins.mnemonic not in ops.SDWA_NO_DST_SEL:
             unused = f9.SDWA_UNUSED[f["dst_unused"]] if f["dst_unused"] < 3 else str(f["dst_unused"])
             text += f" dst_sel:{_sel(f['dst_sel'])} dst_unused:{unused}"
@@ -306,26 +192,23 @@ def _sdwa_text(ins: Instr, n_srcs: int) -> str:
     return text
 
 
+def _ext_mods(f: dict, i: int, text: str) -> str:
+    """Source i of VOP1/VOP2/VOPC with the modifiers its SDWA (neg, abs, sext) or DPP (neg, abs) dword gives it."""
+    if "sdwa" in f:
+        return source_mods(text, f[f"src{i}_neg"], f[f"src{i}_abs"], f[f"src{i}_sext"])
+    if "dpp" in f:
+        return source_mods(text, f[f"src{i}_neg"], f[f"src{i}_abs"])
+    return text
+
+
 def _src0(ins: Instr, width: int, acc: bool = False) -> str:
     """src0 of VOP1/VOP2/VOPC with its SDWA / DPP extension and modifiers resolved."""
-    f = ins.fields
-    code = f9.src0_code(f)
-    text = _reg(code, width, acc) if code != f9.LITERAL else operand(code, width, ins.literal)
-    if "sdwa" in f:
-        return _mods(text, f["src0_neg"], f["src0_abs"], f["src0_sext"])
-    if "dpp" in f:
-        return _mods(text, f["src0_neg"], f["src0_abs"])
-    return text
+    code = f9.src0_code(ins.fields)
+    return _ext_mods(ins.fields, 0, _reg(code, width, acc) if code != f9.LITERAL else operand(code, width, ins.literal))
 
 
 def _src1(ins: Instr, width: int) -> str:
-    f = ins.fields
-    text = operand(f9.src1_code(f), width)
-    if "sdwa" in f:
-        return _mods(text, f["src1_neg"], f["src1_abs"], f["src1_sext"])
-    if "dpp" in f:
-        return _mods(text, f["src1_neg"], f["src1_abs"])
-    return text
+    return _ext_mods(ins.fields, 1, operand(f9.src1_code(ins.fields), width))
 
 
 def _ext_text(ins: Instr, n_srcs: int) -> str:
@@ -337,7 +220,7 @@ def _ext_text(ins: Instr, n_srcs: int) -> str:
 
 
 def _vop1(ins: Instr) -> str:
-    f, (d, srcs) = ins.fields, _shape(ins)
+    f, (d, srcs) = ins.fields, operand_shape(ins)
     name = ins.mnemonic
     if not d:  # v_nop: LLVM shows the DPP controls, not the SDWA selects
         return dpp_text(f).strip() if "dpp" in f else ""
@@ -349,7 +232,7 @@ def _vop1(ins: Instr) -> str:
 
 
 def _vop2(ins: Instr) -> str:
-    f, (d, (s0w, s1w)) = ins.fields, _shape(ins)
+    f, (d, (s0w, s1w)) = ins.fields, operand_shape(ins)
     name = ins.mnemonic
     dst, s0, s1 = vgpr(f["vdst"], d), _src0(ins, s0w), _src1(ins, s1w)
     if name in ("v_fmamk_f32", "v_madmk_f16"):
@@ -368,13 +251,13 @@ def _vop2(ins: Instr) -> str:
 
 
 def _vopc(ins: Instr) -> str:
-    f, (_, (s0w, s1w)) = ins.fields, _shape(ins)
+    f, (_, (s0w, s1w)) = ins.fields, operand_shape(ins)
     dst = operand(f["sdst"], 2) if "sdwa" in f and f["sd"] else "vcc"
     return f"{dst}, {_src0(ins, s0w)}, {_src1(ins, s1w)}" + _ext_text(ins, 2)
 
 
 def _vop3(ins: Instr) -> str:
-    f, (d, srcs) = ins.fields, _shape(ins)
+    f, (d, srcs) = ins.fields, operand_shape(ins)
     name, op = ins.mnemonic, ins.op
     parts = []
     if op < 0x100:  # VOPC in VOP3 encoding: the lane mask goes to the SGPR pair in vdst (v_cmpx too, on GFX9)
@@ -387,7 +270,7 @@ def _vop3(ins: Instr) -> str:
         parts.append(operand(f["sdst"], 2))
     neg, abs_ = f["neg"], f.get("abs", 0)
     for i, w in enumerate(srcs):
-        parts.append(_mods(operand(f[f"src{i}"], w), neg >> i & 1, abs_ >> i & 1))
+        parts.append(source_mods(operand(f[f"src{i}"], w), neg >> i & 1, abs_ >> i & 1))
     text = ", ".join(parts)
     opsel = f.get("opsel", 0)
     if opsel and name in ops.VOP3_OPSEL:
@@ -395,44 +278,23 @@ def _vop3(ins: Instr) -> str:
         text += " op_sel:[" + ",".join(str(opsel >> i & 1) for i in range(n)) + f",{opsel >> 3 & 1}]"
     if f["clamp"]:
         text += " clamp"
-    return text + _OMOD.get(f["omod"], "")
-
-
-_MIX_OPS = ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16")
+    return text + OMOD_TEXT.get(f["omod"], "")
 
 
 def _vop3p(ins: Instr) -> str:
-    f, (d, srcs) = ins.fields, _shape(ins)
+    f, (d, srcs) = ins.fields, operand_shape(ins)
     name = ins.mnemonic
-    n = len(srcs)
-    mix = name in _MIX_OPS
-
-    def bits(v):
-        return [v >> i & 1 for i in range(n)]
-
-    neg_lo, neg_hi = bits(f["neg"]), bits(f["neg_hi"])
+    mix = name in MIX_OPS
     parts = [vgpr(f["vdst"], d, name in ops.ACC_DST)]
     for i, w in enumerate(srcs):
         text = _reg(f[f"src{i}"], w, i == 0 and name in ops.ACC_SRC0)
-        parts.append(_mods(text, neg_lo[i], neg_hi[i]) if mix else text)  # mix: neg_lo = neg, neg_hi = abs
-    text = ", ".join(parts)
-    opsel, opsel_hi = bits(f["opsel"]), bits(f["opsel_hi"] | f["opsel_hi2"] << 2)
-    if any(opsel):
-        text += " op_sel:[" + ",".join(map(str, opsel)) + "]"
-    if (any(opsel_hi) if mix else not all(opsel_hi)):
-        text += " op_sel_hi:[" + ",".join(map(str, opsel_hi)) + "]"
-    if not mix:
-        if any(neg_lo):
-            text += " neg_lo:[" + ",".join(map(str, neg_lo)) + "]"
-        if any(neg_hi):
-            text += " neg_hi:[" + ",".join(map(str, neg_hi)) + "]"
-    if f["clamp"]:
-        text += " clamp"
-    return text
+        # mix: neg_lo is the operand's neg, neg_hi its abs
+        parts.append(source_mods(text, f["neg"] >> i & 1, f["neg_hi"] >> i & 1) if mix else text)
+    return ", ".join(parts) + packed_modifiers(f, len(srcs), mix, neg=not mix)
 
 
 def _mai(ins: Instr) -> str:
-    f, (d, (a, b, c)) = ins.fields, _shape(ins)
+    f, (d, (a, b, c)) = ins.fields, operand_shape(ins)
     name = ins.mnemonic
     acc_cd, acc = f["acc_cd"], f["acc"]
     parts = [vgpr(f["vdst"], d, acc_cd), _reg(f["src0"], a, acc & 1), _reg(f["src1"], b, acc >> 1 & 1)]
@@ -457,80 +319,27 @@ _DS_2ADDR = ("ds_write2", "ds_read2", "ds_wrxchg2")
 
 
 def _ds(ins: Instr) -> str:
-    f = ins.fields
-    d, (a, d0, d1) = _shape(ins)
-    acc = bool(f["acc"])
-    parts = []
-    if d:
-        parts.append(vgpr(f["vdst"], d, acc))
-    if a:
-        parts.append(vgpr(f["addr"], a))
-    if d0:
-        parts.append(vgpr(f["data0"], d0, acc))
-    if d1:
-        parts.append(vgpr(f["data1"], d1, acc))
-    text = ", ".join(parts)
-    if ins.mnemonic.startswith(_DS_2ADDR):
-        for name in ("offset0", "offset1"):
-            if f[name]:
-                text += f" {name}:{f[name]}"
-    else:
-        offset = f["offset1"] << 8 | f["offset0"]
-        if offset:
-            text += " offset:" + (swizzle_text(offset) if ins.mnemonic == "ds_swizzle_b32" else str(offset))
-    if f["gds"]:
-        text += " gds"
-    return text.strip()
+    return ds_operands(ins, ins.mnemonic.startswith(_DS_2ADDR), bool(ins.fields["acc"])).strip()
 
 
-def _cache_bits(f: dict) -> str:
-    return (" sc0" if f["sc0"] else "") + (" nt" if f["nt"] else "") + (" sc1" if f["sc1"] else "")
+_CACHE_BITS = ("sc0", "nt", "sc1")
 
 
 def _flat(ins: Instr) -> str:
-    f, name, fam = ins.fields, ins.mnemonic, ins.family
-    r, (w,) = _shape(ins)
-    atomic = "_atomic_" in name
-    acc = bool(f["acc"])
-    parts = []
-    if r and (not atomic or f["sc0"]):
-        parts.append(vgpr(f["vdst"], r, acc))
-    saddr_off = f["saddr"] == f9.SADDR_OFF
-    if fam == "GLOBAL":
-        parts.append(vgpr(f["addr"], 2 if saddr_off else 1))
-    elif fam == "SCRATCH":
-        parts.append(vgpr(f["addr"]) if f["sve"] else "off")
-    else:
-        parts.append(vgpr(f["addr"], 2))
-    if w and (atomic or not r):
-        parts.append(vgpr(f["data"], w, acc))
-    if fam == "GLOBAL":
-        parts.append("off" if saddr_off else operand(f["saddr"], 2))
-    elif fam == "SCRATCH":
-        parts.append("off" if saddr_off else operand(f["saddr"]))
-    text = ", ".join(parts)
-    offset = f["offset"] if fam == "FLAT" else sext(f["offset"], 13)
-    if offset:
-        text += f" offset:{offset}"
-    return text + _cache_bits(f)
+    text = flat_operands(ins, operand, returns="sc0", saddr_off=f9.SADDR_OFF, offset_bits=13,
+                         acc=bool(ins.fields["acc"]))
+    return text + flag_text(ins.fields, _CACHE_BITS)
 
 
 def _mubuf(ins: Instr) -> str:
     f = ins.fields
     w = int(ins.shape or "0")
     if not w:
-        return _cache_bits(f).strip()
-    n_addr = f["offen"] + f["idxen"]
+        return flag_text(f, _CACHE_BITS).strip()
+    vaddr, modifiers = mubuf_address(f)
     parts = [] if f["lds"] else [vgpr(f["vdata"], w, bool(f["acc"]))]
-    parts += [vgpr(f["vaddr"], n_addr) if n_addr else "off", operand(f["srsrc"] * 4, 4), operand(f["soffset"])]
-    text = ", ".join(parts)
-    if f["idxen"]:
-        text += " idxen"
-    if f["offen"]:
-        text += " offen"
-    if f["offset"]:
-        text += f" offset:{f['offset']}"
-    return text + _cache_bits(f) + (" lds" if f["lds"] else "")
+    text = ", ".join(parts + [vaddr, operand(f["srsrc"] * 4, 4), operand(f["soffset"])])
+    return text + modifiers + flag_text(f, _CACHE_BITS + ("lds",))
 
 
 PRINTERS = {"SOP1": _sop1, "SOP2": _sop2, "SOPC": _sopc, "SOPK": _sopk, "SOPP": _sopp, "SMEM": _smem,
@@ -551,10 +360,4 @@ def printed_mnemonic(ins: Instr) -> str | None:
 
 def format_instr_gfx9(ins: Instr) -> str:
     """One gfx942 instruction in LLVM syntax; an unknown opcode prints as its raw dwords with a comment."""
-    printer = PRINTERS.get(ins.family)
-    if ins.mnemonic is None or printer is None:
-        raw = ", ".join(f"0x{w:08x}" for w in ins.words)
-        return f".long {raw}  ; unknown {ins.family} opcode 0x{ins.op:x}"
-    text = printer(ins)
-    name = printed_mnemonic(ins)
-    return f"{name} {text}" if text else name
+    return format_instr(ins, ARCH)

@@ -1,17 +1,26 @@
-"""Disassembler: `Instr` -> LLVM-style assembly text (the syntax LLVM's AMDGPU printer uses for gfx11).
+"""Disassembler: `Instr` -> LLVM-style assembly text (the syntax LLVM 22's AMDGPU printer uses).
 
-`format_instr(instr)` prints one instruction, `disassemble(code)` a whole blob, one instruction per line.
-Branch targets print as LLVM's raw signed dword offset (`s_cbranch_execz 5` jumps to pc + 4 + 5 * 4);
-`annotate=True` adds the byte offset, the target and the raw dwords as a comment. Wave32 is assumed for lane
-masks (VCC / the v_cmp SGPR destination print as 32-bit registers).
+`format_instr(instr)` prints one instruction with its architecture's printer (gfx1100: this module's; gfx942:
+`decoder_gfx9`'s), `disassemble(code, arch)` a whole blob, one instruction per line. Branch targets print as
+LLVM's raw signed dword offset (`s_cbranch_execz 5` jumps to pc + 4 + 5 * 4); `annotate=True` adds the byte
+offset, the target and the raw dwords as a comment.
+
+The first part is what both printers share: operand text over an architecture's operand space (its formats
+module), register ranges, source modifiers, immediates (literals, hwreg, s_waitcnt counters, ds_swizzle), the
+SOPK / DS / FLAT / MUBUF operand lists and the VOP3P modifiers; each takes what differs between the two
+architectures as arguments. Then the gfx11 printer (wave32 is assumed for lane masks: VCC / the v_cmp SGPR
+destination print as 32-bit registers), and last `format_instr` / `disassemble`, for any architecture.
 """
 from __future__ import annotations
+
+from types import ModuleType
 
 from . import formats as fm
 from . import opcodes_gfx11 as ops
 from .decoder import Instr, decode_program, sext
 
-# --- operands -------------------------------------------------------------------------------------------
+# =========================================================================================================
+# shared by the gfx11 and gfx942 printers
 
 _FLOAT_TEXT = {240: "0.5", 241: "-0.5", 242: "1.0", 243: "-1.0", 244: "2.0", 245: "-2.0", 246: "4.0", 247: "-4.0"}
 
@@ -26,28 +35,226 @@ def literal_text(value: int) -> str:
     return str(v) if -16 <= v <= 64 else f"0x{value & 0xFFFFFFFF:x}"
 
 
-def operand(code: int, width: int = 1, literal: int | None = None) -> str:
-    """Text of a 9-bit source operand code (0..511; SALU 8-bit codes are the same below 256)."""
-    if code <= fm.SGPR_MAX:
+def operand_text(space: ModuleType, code: int, width: int = 1, literal: int | None = None) -> str:
+    """Text of a 9-bit source operand code (SALU 8-bit and scalar 7-bit codes are the same numbers) in an
+    architecture's operand space `space` (`formats` or `formats_gfx9`: SGPR_MAX, TTMP_BASE, REGISTER_PAIRS,
+    SPECIAL_OPERANDS, LITERAL, VGPR_BASE). A literal code without a literal value is invalid."""
+    if code <= space.SGPR_MAX:
         return _range("s", code, width)
-    if code >= fm.VGPR_BASE:
-        return _range("v", code - fm.VGPR_BASE, width)
-    if fm.TTMP_BASE <= code < fm.NULL:
-        return _range("ttmp", code - fm.TTMP_BASE, width)
-    if code in (fm.VCC_LO, fm.EXEC_LO) and width == 2:
-        return "vcc" if code == fm.VCC_LO else "exec"
-    if code in fm.SPECIAL_OPERANDS:
-        return fm.SPECIAL_OPERANDS[code]
-    i = fm.inline_int(code)
+    if code >= space.VGPR_BASE:
+        return _range("v", code - space.VGPR_BASE, width)
+    if space.TTMP_BASE <= code < space.TTMP_BASE + 16:
+        return _range("ttmp", code - space.TTMP_BASE, width)
+    if width == 2 and code in space.REGISTER_PAIRS:
+        return space.REGISTER_PAIRS[code]
+    if code in space.SPECIAL_OPERANDS:
+        return space.SPECIAL_OPERANDS[code]
+    i = fm.inline_int(code)  # the inline constants are the same on both
     if i is not None:
         return str(i)
     if code in _FLOAT_TEXT:
         return _FLOAT_TEXT[code]
     if code == 248:
         return "0.15915494309189532" if width == 2 else "0.15915494"
-    if code == fm.LITERAL:
-        return "<missing literal>" if literal is None else literal_text(literal)
+    if code == space.LITERAL and literal is not None:
+        return literal_text(literal)
     return f"<invalid operand {code}>"
+
+
+def vgpr(n: int, width: int = 1, acc: bool = False) -> str:
+    """VGPR n (a range for width > 1); `acc`: the AccVGPR a[n] (gfx942)."""
+    return _range("a" if acc else "v", n, width)
+
+
+def source_mods(text: str, neg, abs_, sext_=0) -> str:
+    """An operand with its source modifiers: -neg, |abs|, sext() (gfx942 SDWA)."""
+    if sext_:
+        text = f"sext({text})"
+    if abs_:
+        text = f"|{text}|"
+    return f"-{text}" if neg else text
+
+
+def operand_shape(ins: Instr):
+    """(dst, (srcs...)) widths of the instruction's opcode-table shape (the shape syntax is the same on both)."""
+    return ops.parse_shape(ins.shape or ":")
+
+
+def signed_hex(v: int) -> str:
+    return f"-0x{-v:x}" if v < 0 else f"0x{v:x}"
+
+
+OMOD_TEXT = {1: " mul:2", 2: " mul:4", 3: " div:2"}
+MIX_OPS = ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16")
+
+
+def hwreg_operand(imm: int, names: dict) -> str:
+    """s_getreg / s_setreg's hwreg(): register [5:0], offset [10:6], size - 1 [15:11]; `names` is the
+    architecture's register table."""
+    reg, off, size = imm & 0x3F, (imm >> 6) & 0x1F, ((imm >> 11) & 0x1F) + 1
+    name = names.get(reg, str(reg))
+    return f"hwreg({name})" if off == 0 and size == 32 else f"hwreg({name}, {off}, {size})"
+
+
+def waitcnt_counters(vm: int, exp: int, lgkm: int, lgkm_max: int) -> str:
+    """s_waitcnt's counters as LLVM prints them: those below their maximum (vmcnt 63, expcnt 7, lgkmcnt
+    `lgkm_max`), all three when none is."""
+    parts = [(f"vmcnt({vm})", vm != 0x3F), (f"expcnt({exp})", exp != 7), (f"lgkmcnt({lgkm})", lgkm != lgkm_max)]
+    shown = [t for t, keep in parts if keep]
+    return " ".join(shown or [t for t, _ in parts])
+
+
+def sopk_operands(ins: Instr, operand, hwreg_text) -> str:
+    """SOPK operands by the table's kind: getreg / setreg (an SGPR and hwreg()), setreg_imm (hwreg() and the
+    literal), call / fork (an SGPR pair and the branch offset), loop (an SGPR and the offset), x (the immediate
+    alone), else k (an SGPR and the immediate). `operand` and `hwreg_text` are the architecture's."""
+    f, kind = ins.fields, ins.shape
+    imm, sdst = f["simm16"], f["sdst"]
+    if kind == "x":
+        return f"0x{imm:x}"
+    if kind == "getreg":
+        return f"{operand(sdst)}, {hwreg_text(imm)}"
+    if kind == "setreg":
+        return f"{hwreg_text(imm)}, {operand(sdst)}"
+    if kind == "setreg_imm":
+        return f"{hwreg_text(imm)}, {literal_text(ins.literal or 0)}"
+    if kind in ("call", "fork"):
+        return f"{operand(sdst, 2)}, {sext(imm, 16)}"
+    if kind == "loop":
+        return f"{operand(sdst)}, {sext(imm, 16)}"
+    return f"{operand(sdst)}, 0x{imm:x}"  # k, waitcnt
+
+
+def packed_modifiers(f: dict, n: int, mix: bool, neg: bool = True) -> str:
+    """VOP3P modifiers after the operands: op_sel, op_sel_hi (shown unless all set; for v_fma_mix*, when any is
+    set), neg_lo / neg_hi (unless `neg` is False: the caller printed them on the operands), clamp."""
+
+    def bits(v):
+        return [v >> i & 1 for i in range(n)]
+
+    text = ""
+    opsel, opsel_hi = bits(f["opsel"]), bits(f["opsel_hi"] | f["opsel_hi2"] << 2)
+    if any(opsel):
+        text += " op_sel:[" + ",".join(map(str, opsel)) + "]"
+    if (any(opsel_hi) if mix else not all(opsel_hi)):
+        text += " op_sel_hi:[" + ",".join(map(str, opsel_hi)) + "]"
+    if neg:
+        if any(bits(f["neg"])):
+            text += " neg_lo:[" + ",".join(map(str, bits(f["neg"]))) + "]"
+        if any(bits(f["neg_hi"])):
+            text += " neg_hi:[" + ",".join(map(str, bits(f["neg_hi"]))) + "]"
+    if f["clamp"]:
+        text += " clamp"
+    return text
+
+
+def swizzle_text(imm: int) -> str:
+    """ds_swizzle_b32 offset as LLVM prints it (the text after "offset:")."""
+    if imm & 0xFF00 == 0x8000:
+        return "swizzle(QUAD_PERM," + ",".join(str(imm >> (2 * i) & 3) for i in range(4)) + ")"
+    if imm & 0xE000 == 0xE000:
+        return f"swizzle(FFT,{imm & 0x1F})"
+    if imm & 0xE000 == 0xC000:
+        return f"swizzle(ROTATE,{imm >> 10 & 1},{imm >> 5 & 0x1F})"
+    if imm & 0x8000:
+        return str(imm)
+    and_m, or_m, xor_m = imm & 0x1F, imm >> 5 & 0x1F, imm >> 10 & 0x1F
+    if and_m == 0x1F and or_m == 0 and bin(xor_m).count("1") == 1:
+        return f"swizzle(SWAP,{xor_m})"
+    if and_m == 0x1F and or_m == 0 and xor_m and (xor_m + 1) & xor_m == 0:
+        return f"swizzle(REVERSE,{xor_m + 1})"
+    if xor_m == 0:
+        for k in range(1, 6):  # group size 2**k: and keeps the group bits, or picks the lane
+            size = 1 << k
+            if and_m == 0x1F & ~(size - 1) and or_m < size:
+                return f"swizzle(BROADCAST,{size},{or_m})"
+    chars = []
+    for bit in range(4, -1, -1):
+        a, o, x = and_m >> bit & 1, or_m >> bit & 1, xor_m >> bit & 1
+        chars.append(("i" if x else "p") if a and not o else str(o ^ x))
+    return f'swizzle(BITMASK_PERM,"{"".join(chars)}")'
+
+
+def ds_operands(ins: Instr, two_addr: bool, acc: bool = False) -> str:
+    """DS operands and modifiers: vdst, addr, data0, data1 (as the shape has them), offset0/offset1 for the
+    two-address forms, else offset (ds_swizzle_b32's as swizzle()), gds. `acc`: vdst and data are AccVGPRs."""
+    f = ins.fields
+    d, (a, d0, d1) = operand_shape(ins)
+    parts = []
+    if d:
+        parts.append(vgpr(f["vdst"], d, acc))
+    if a:
+        parts.append(vgpr(f["addr"], a))
+    if d0:
+        parts.append(vgpr(f["data0"], d0, acc))
+    if d1:
+        parts.append(vgpr(f["data1"], d1, acc))
+    text = ", ".join(parts)
+    if two_addr:
+        for name in ("offset0", "offset1"):
+            if f[name]:
+                text += f" {name}:{f[name]}"
+    else:
+        offset = f["offset1"] << 8 | f["offset0"]
+        if offset:
+            text += " offset:" + (swizzle_text(offset) if ins.mnemonic == "ds_swizzle_b32" else str(offset))
+    if f["gds"]:
+        text += " gds"
+    return text
+
+
+def flat_operands(ins: Instr, operand, *, returns: str, saddr_off: int, offset_bits: int, acc: bool = False) -> str:
+    """FLAT / GLOBAL / SCRATCH operands and offset: vdst (loads; atomics when the `returns` bit is set), the
+    address (GLOBAL: a VGPR pair without saddr, one VGPR with it, none for *_addtid; SCRATCH: one VGPR when sve
+    is set, else off; FLAT: a pair), data (stores, atomics), saddr (GLOBAL, SCRATCH; off when it is `saddr_off`),
+    offset (FLAT: the low `offset_bits` unsigned, else signed 13-bit). `operand` prints saddr; `acc`: vdst and
+    data are AccVGPRs. The cache bits are the caller's."""
+    f, name, fam = ins.fields, ins.mnemonic, ins.family
+    r, (w,) = operand_shape(ins)
+    atomic = "_atomic_" in name
+    parts = []
+    if r and (not atomic or f[returns]):
+        parts.append(vgpr(f["vdst"], r, acc))
+    no_saddr = f["saddr"] == saddr_off
+    if fam == "GLOBAL":
+        if "addtid" not in name:
+            parts.append(vgpr(f["addr"], 2 if no_saddr else 1))
+    elif fam == "SCRATCH":
+        parts.append(vgpr(f["addr"]) if f["sve"] else "off")
+    else:
+        parts.append(vgpr(f["addr"], 2))
+    if w and (atomic or not r):
+        parts.append(vgpr(f["data"], w, acc))
+    if fam == "GLOBAL":
+        parts.append("off" if no_saddr else operand(f["saddr"], 2))
+    elif fam == "SCRATCH":
+        parts.append("off" if no_saddr else operand(f["saddr"]))
+    text = ", ".join(parts)
+    offset = f["offset"] & ((1 << offset_bits) - 1) if fam == "FLAT" else sext(f["offset"], 13)
+    return text + f" offset:{offset}" if offset else text
+
+
+def flag_text(f: dict, names) -> str:
+    """The single-bit modifiers among `names` that are set, each after a space."""
+    return "".join(f" {name}" for name in names if f[name])
+
+
+def mubuf_address(f: dict) -> tuple[str, str]:
+    """MUBUF's vaddr operand (idxen and offen each take a VGPR; off without either) and the modifiers that go with
+    it (idxen, offen, offset)."""
+    n_addr = f["offen"] + f["idxen"]
+    vaddr = vgpr(f["vaddr"], n_addr) if n_addr else "off"
+    return vaddr, flag_text(f, ("idxen", "offen")) + (f" offset:{f['offset']}" if f["offset"] else "")
+
+
+# =========================================================================================================
+# the gfx11 printer
+
+def operand(code: int, width: int = 1, literal: int | None = None) -> str:
+    """Text of a gfx11 9-bit source operand code (0..511; SALU 8-bit codes are the same below 256)."""
+    if code == fm.LITERAL and literal is None:
+        return "<missing literal>"
+    return operand_text(fm, code, width, literal)
 
 
 def sgpr_operand(code: int, width: int = 1) -> str:
@@ -55,19 +262,9 @@ def sgpr_operand(code: int, width: int = 1) -> str:
     return operand(code, width)
 
 
-def vgpr(n: int, width: int = 1) -> str:
-    return _range("v", n, width)
-
-
 def _t16(code: int) -> str:
     """A true16 register half in a VOP1/VOP2 8-bit field: bits [6:0] the VGPR, bit 7 the high half."""
     return f"v{code & 0x7F}.{'h' if code & 0x80 else 'l'}"
-
-
-def _mods(text: str, neg: bool, abs_: bool) -> str:
-    if abs_:
-        text = f"|{text}|"
-    return f"-{text}" if neg else text
 
 
 # --- SALU special immediates -------------------------------------------------------------------------
@@ -93,10 +290,7 @@ DEPCTR_USED = sum(((1 << w) - 1) << s for _, s, w in DEPCTR_FIELDS)
 
 def waitcnt_text(imm: int) -> str:
     """gfx11 s_waitcnt: expcnt [2:0], lgkmcnt [9:4], vmcnt [15:10]; counters at their maximum are omitted."""
-    vm, exp, lgkm = (imm >> 10) & 0x3F, imm & 7, (imm >> 4) & 0x3F
-    parts = [(f"vmcnt({vm})", vm != 0x3F), (f"expcnt({exp})", exp != 7), (f"lgkmcnt({lgkm})", lgkm != 0x3F)]
-    shown = [t for t, keep in parts if keep]
-    return " ".join(shown or [t for t, _ in parts])
+    return waitcnt_counters((imm >> 10) & 0x3F, imm & 7, (imm >> 4) & 0x3F, 0x3F)
 
 
 def delay_alu_text(imm: int) -> str:
@@ -132,19 +326,13 @@ def depctr_text(imm: int) -> str:
 
 
 def hwreg_text(imm: int) -> str:
-    reg, off, size = imm & 0x3F, (imm >> 6) & 0x1F, ((imm >> 11) & 0x1F) + 1
-    name = HWREG_NAMES.get(reg, str(reg))
-    return f"hwreg({name})" if off == 0 and size == 32 else f"hwreg({name}, {off}, {size})"
+    return hwreg_operand(imm, HWREG_NAMES)
 
 
 # --- per-family printers -----------------------------------------------------------------------------------
 
-def _shape(ins: Instr):
-    return ops.parse_shape(ins.shape or ":")
-
-
 def _sop1(ins: Instr) -> str:
-    f, (d, srcs) = ins.fields, _shape(ins)
+    f, (d, srcs) = ins.fields, operand_shape(ins)
     parts = [sgpr_operand(f["sdst"], d)] if d else []
     if srcs == ("m",):
         parts.append(sendmsg_text(f["ssrc0"]))
@@ -154,32 +342,18 @@ def _sop1(ins: Instr) -> str:
 
 
 def _sop2(ins: Instr) -> str:
-    f, (d, (s0, s1)) = ins.fields, _shape(ins)
+    f, (d, (s0, s1)) = ins.fields, operand_shape(ins)
     srcs = f"{operand(f['ssrc0'], s0, ins.literal)}, {operand(f['ssrc1'], s1, ins.literal)}"
     return f"{sgpr_operand(f['sdst'], d)}, {srcs}"
 
 
 def _sopc(ins: Instr) -> str:
-    f, (_, (s0, s1)) = ins.fields, _shape(ins)
+    f, (_, (s0, s1)) = ins.fields, operand_shape(ins)
     return f"{operand(f['ssrc0'], s0, ins.literal)}, {operand(f['ssrc1'], s1, ins.literal)}"
 
 
 def _sopk(ins: Instr) -> str:
-    f, kind = ins.fields, ins.shape
-    imm, sdst = f["simm16"], f["sdst"]
-    if kind == "x":
-        return f"0x{imm:x}"
-    if kind == "getreg":
-        return f"{sgpr_operand(sdst)}, {hwreg_text(imm)}"
-    if kind == "setreg":
-        return f"{hwreg_text(imm)}, {sgpr_operand(sdst)}"
-    if kind == "setreg_imm":
-        return f"{hwreg_text(imm)}, {literal_text(ins.literal or 0)}"
-    if kind == "call":
-        return f"{sgpr_operand(sdst, 2)}, {sext(imm, 16)}"
-    if kind == "loop":
-        return f"{sgpr_operand(sdst)}, {sext(imm, 16)}"
-    return f"{sgpr_operand(sdst)}, 0x{imm:x}"  # k, waitcnt
+    return sopk_operands(ins, sgpr_operand, hwreg_text)
 
 
 def _sopp(ins: Instr) -> str:
@@ -203,23 +377,19 @@ def _sopp(ins: Instr) -> str:
     return str(imm)
 
 
-def _signed_hex(v: int) -> str:
-    return f"-0x{-v:x}" if v < 0 else f"0x{v:x}"
-
-
 def _smem(ins: Instr) -> str:
-    f, (d, srcs) = ins.fields, _shape(ins)
+    f, (d, srcs) = ins.fields, operand_shape(ins)
     if not d:
         return ""
     text = f"{sgpr_operand(f['sdata'], d)}, {sgpr_operand(f['sbase'] * 2, srcs[0])}, "
     offset = sext(f["offset"], 21)
     if f["soffset"] == fm.NULL:
-        text += _signed_hex(offset)
+        text += signed_hex(offset)
     else:
         text += sgpr_operand(f["soffset"])
         if offset:
-            text += f" offset:{_signed_hex(offset)}"
-    return text + (" glc" if f["glc"] else "") + (" dlc" if f["dlc"] else "")
+            text += f" offset:{signed_hex(offset)}"
+    return text + flag_text(f, ("glc", "dlc"))
 
 
 _DPP_CTRL = ((0x101, 0x10F, "row_shl"), (0x111, 0x11F, "row_shr"), (0x121, 0x12F, "row_ror"),
@@ -262,7 +432,7 @@ def _src0_e32(ins: Instr, width, mods: bool = True) -> str:
         dpp = ins.fields["dpp"]
         text = _vgpr_e32(dpp & 0xFF, width)
         if src0 == fm.DPP16 and mods:
-            text = _mods(text, dpp >> 20 & 1, dpp >> 21 & 1)
+            text = source_mods(text, dpp >> 20 & 1, dpp >> 21 & 1)
         return text
     if src0 >= fm.VGPR_BASE:
         return _vgpr_e32(src0 - fm.VGPR_BASE, width)
@@ -273,12 +443,12 @@ def _vsrc1_e32(ins: Instr, width) -> str:
     text = _vgpr_e32(ins.fields["vsrc1"], width)
     if ins.fields.get("src0") == fm.DPP16 and "dpp" in ins.fields:
         dpp = ins.fields["dpp"]
-        text = _mods(text, dpp >> 22 & 1, dpp >> 23 & 1)
+        text = source_mods(text, dpp >> 22 & 1, dpp >> 23 & 1)
     return text
 
 
 def _vop1(ins: Instr) -> str:
-    f, (d, srcs) = ins.fields, _shape(ins)
+    f, (d, srcs) = ins.fields, operand_shape(ins)
     if not d:
         return ""
     dst = sgpr_operand(f["vdst"], d) if ins.mnemonic == "v_readfirstlane_b32" else _vgpr_e32(f["vdst"], d)
@@ -291,7 +461,7 @@ def _vop2(ins: Instr) -> str:
 
 
 def _vop2_operands(ins: Instr) -> str:
-    f, (d, srcs) = ins.fields, _shape(ins)
+    f, (d, srcs) = ins.fields, operand_shape(ins)
     if not d:
         return ""
     name = ins.mnemonic
@@ -308,18 +478,15 @@ def _vop2_operands(ins: Instr) -> str:
 
 
 def _vopc(ins: Instr) -> str:
-    _, srcs = _shape(ins)
+    _, srcs = operand_shape(ins)
     text = f"{_src0_e32(ins, srcs[0])}, {_vsrc1_e32(ins, srcs[1])}"
     if "dpp" in ins.fields:
         text += _dpp_text(ins)
     return text if ins.mnemonic.startswith("v_cmpx") else f"vcc_lo, {text}"
 
 
-_OMOD = {1: " mul:2", 2: " mul:4", 3: " div:2"}
-
-
 def _vop3(ins: Instr) -> str:
-    f, (d, srcs) = ins.fields, _shape(ins)
+    f, (d, srcs) = ins.fields, operand_shape(ins)
     name, op = ins.mnemonic, ins.op
     parts = []
     opsel = f.get("opsel", 0)
@@ -342,45 +509,26 @@ def _vop3(ins: Instr) -> str:
             text = f"v{code - fm.VGPR_BASE}.{'h' if opsel >> i & 1 else 'l'}"
         else:
             text = operand(code, ops.dwords(w), ins.literal)
-        parts.append(_mods(text, neg >> i & 1, abs_ >> i & 1))
+        parts.append(source_mods(text, neg >> i & 1, abs_ >> i & 1))
     text = ", ".join(parts)
     if opsel and name not in ops.OPSEL_IN_NAMES_ONLY:
         bits = [opsel >> i & 1 for i in range(len(srcs))] + [opsel >> 3 & 1]
         text += " op_sel:[" + ",".join(map(str, bits)) + "]"
     if f["clamp"]:
         text += " clamp"
-    text += _OMOD.get(f["omod"], "")
+    text += OMOD_TEXT.get(f["omod"], "")
     if dpp:
         text += _dpp_text(ins)
     return text
 
 
-_MIX_OPS = ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16")
-
-
 def _vop3p(ins: Instr) -> str:
-    f, (d, srcs) = ins.fields, _shape(ins)
-    n = len(srcs)
+    f, (d, srcs) = ins.fields, operand_shape(ins)
     parts = [vgpr(f["vdst"], d)]
     dpp = "dpp" in f
     for i, w in enumerate(srcs):
         parts.append(vgpr(f["dpp"] & 0xFF, w) if i == 0 and dpp else operand(f[f"src{i}"], w, ins.literal))
-    text = ", ".join(parts)
-
-    def bits(v):
-        return [v >> i & 1 for i in range(n)]
-
-    opsel, opsel_hi = bits(f["opsel"]), bits(f["opsel_hi"] | f["opsel_hi2"] << 2)
-    if any(opsel):
-        text += " op_sel:[" + ",".join(map(str, opsel)) + "]"
-    if (any(opsel_hi) if ins.mnemonic in _MIX_OPS else not all(opsel_hi)):
-        text += " op_sel_hi:[" + ",".join(map(str, opsel_hi)) + "]"
-    if any(bits(f["neg"])):
-        text += " neg_lo:[" + ",".join(map(str, bits(f["neg"]))) + "]"
-    if any(bits(f["neg_hi"])):
-        text += " neg_hi:[" + ",".join(map(str, bits(f["neg_hi"]))) + "]"
-    if f["clamp"]:
-        text += " clamp"
+    text = ", ".join(parts) + packed_modifiers(f, len(srcs), ins.mnemonic in MIX_OPS)
     if dpp:
         text += _dpp_text(ins)
     return text
@@ -388,7 +536,7 @@ def _vop3p(ins: Instr) -> str:
 
 def _vinterp(ins: Instr) -> str:
     f = ins.fields
-    srcs = [_mods(operand(f[f"src{i}"]), f["neg"] >> i & 1, False) for i in range(3)]
+    srcs = [source_mods(operand(f[f"src{i}"]), f["neg"] >> i & 1, False) for i in range(3)]
     text = f"{vgpr(f['vdst'])}, " + ", ".join(srcs)
     if f["opsel"]:
         text += " op_sel:[" + ",".join(str(f["opsel"] >> i & 1) for i in range(4)) + "]"
@@ -416,88 +564,13 @@ def _vopd(ins: Instr) -> str:
             + _vopd_half(y[0], y[1], f["vdsty"], f["srcy0"], f["vsrcy1"], ins.literal))
 
 
-def swizzle_text(imm: int) -> str:
-    """ds_swizzle_b32 offset as LLVM prints it (the text after "offset:")."""
-    if imm & 0xFF00 == 0x8000:
-        return "swizzle(QUAD_PERM," + ",".join(str(imm >> (2 * i) & 3) for i in range(4)) + ")"
-    if imm & 0xE000 == 0xE000:
-        return f"swizzle(FFT,{imm & 0x1F})"
-    if imm & 0xE000 == 0xC000:
-        return f"swizzle(ROTATE,{imm >> 10 & 1},{imm >> 5 & 0x1F})"
-    if imm & 0x8000:
-        return str(imm)
-    and_m, or_m, xor_m = imm & 0x1F, imm >> 5 & 0x1F, imm >> 10 & 0x1F
-    if and_m == 0x1F and or_m == 0 and bin(xor_m).count("1") == 1:
-        return f"swizzle(SWAP,{xor_m})"
-    if and_m == 0x1F and or_m == 0 and xor_m and (xor_m + 1) & xor_m == 0:
-        return f"swizzle(REVERSE,{xor_m + 1})"
-    if xor_m == 0:
-        for k in range(1, 6):  # group size 2**k: and keeps the group bits, or picks the lane
-            size = 1 << k
-            if and_m == 0x1F & ~(size - 1) and or_m < size:
-                return f"swizzle(BROADCAST,{size},{or_m})"
-    chars = []
-    for bit in range(4, -1, -1):
-        a, o, x = and_m >> bit & 1, or_m >> bit & 1, xor_m >> bit & 1
-        chars.append(("i" if x else "p") if a and not o else str(o ^ x))
-    return f'swizzle(BITMASK_PERM,"{"".join(chars)}")'
-
-
 def _ds(ins: Instr) -> str:
-    f = ins.fields
-    d, (a, d0, d1) = _shape(ins)
-    parts = []
-    if d:
-        parts.append(vgpr(f["vdst"], d))
-    if a:
-        parts.append(vgpr(f["addr"], a))
-    if d0:
-        parts.append(vgpr(f["data0"], d0))
-    if d1:
-        parts.append(vgpr(f["data1"], d1))
-    text = ", ".join(parts)
-    if "2addr" in ins.mnemonic:
-        for name in ("offset0", "offset1"):
-            if f[name]:
-                text += f" {name}:{f[name]}"
-    else:
-        offset = f["offset1"] << 8 | f["offset0"]
-        if offset:
-            text += " offset:" + (swizzle_text(offset) if ins.mnemonic == "ds_swizzle_b32" else str(offset))
-    if f["gds"]:
-        text += " gds"
-    return text
+    return ds_operands(ins, "2addr" in ins.mnemonic)
 
 
 def _flat(ins: Instr) -> str:
-    f, name, fam = ins.fields, ins.mnemonic, ins.family
-    r, (w,) = _shape(ins)
-    atomic = "_atomic_" in name
-    parts = []
-    if r and (not atomic or f["glc"]):
-        parts.append(vgpr(f["vdst"], r))
-    saddr_off = f["saddr"] == fm.NULL
-    if fam == "GLOBAL":
-        if "addtid" not in name:
-            parts.append(vgpr(f["addr"], 2 if saddr_off else 1))
-    elif fam == "SCRATCH":
-        parts.append(vgpr(f["addr"]) if f["sve"] else "off")
-    else:
-        parts.append(vgpr(f["addr"], 2))
-    if w and (atomic or not r):
-        parts.append(vgpr(f["data"], w))
-    if fam == "GLOBAL":
-        parts.append("off" if saddr_off else sgpr_operand(f["saddr"], 2))
-    elif fam == "SCRATCH":
-        parts.append("off" if saddr_off else sgpr_operand(f["saddr"]))
-    text = ", ".join(parts)
-    offset = f["offset"] & 0xFFF if fam == "FLAT" else sext(f["offset"], 13)
-    if offset:
-        text += f" offset:{offset}"
-    for flag in ("glc", "slc", "dlc"):
-        if f[flag]:
-            text += f" {flag}"
-    return text
+    text = flat_operands(ins, sgpr_operand, returns="glc", saddr_off=fm.NULL, offset_bits=12)
+    return text + flag_text(ins.fields, ("glc", "slc", "dlc"))
 
 
 def _mubuf(ins: Instr) -> str:
@@ -505,20 +578,10 @@ def _mubuf(ins: Instr) -> str:
     w = int(ins.shape or "0")
     if not w:
         return ""
-    n_addr = f["offen"] + f["idxen"]
-    vaddr = vgpr(f["vaddr"], n_addr) if n_addr else "off"
+    vaddr, modifiers = mubuf_address(f)
     text = (f"{vgpr(f['vdata'], w + f['tfe'])}, {vaddr}, {sgpr_operand(f['srsrc'] * 4, 4)}, "
             f"{operand(f['soffset'])}")
-    if f["idxen"]:
-        text += " idxen"
-    if f["offen"]:
-        text += " offen"
-    if f["offset"]:
-        text += f" offset:{f['offset']}"
-    for flag in ("glc", "slc", "dlc", "tfe"):
-        if f[flag]:
-            text += f" {flag}"
-    return text
+    return text + modifiers + flag_text(f, ("glc", "slc", "dlc", "tfe"))
 
 
 PRINTERS = {"SOP1": _sop1, "SOP2": _sop2, "SOPC": _sopc, "SOPK": _sopk, "SOPP": _sopp, "SMEM": _smem,
@@ -539,24 +602,32 @@ def printed_mnemonic(ins: Instr) -> str | None:
     return ins.mnemonic + suffix
 
 
+# =========================================================================================================
+# any architecture
+
+def _printer(arch: str):
+    """(per-family printers, printed_mnemonic) of an architecture."""
+    if arch == "gfx1100":
+        return PRINTERS, printed_mnemonic
+    if arch == "gfx942":
+        from . import decoder_gfx9 as gfx9  # the gfx942 printer builds on this module
+        return gfx9.PRINTERS, gfx9.printed_mnemonic
+    raise NotImplementedError(f"{arch}: no disassembler yet")
+
+
 def format_instr(ins: Instr, arch: str | None = None) -> str:
     """One instruction in LLVM syntax; an unknown opcode prints as its raw dwords with a comment.
 
-    `arch` defaults to the instruction's own (gfx942 instructions are `decoder_gfx9.InstrGfx9`, printed there)."""
-    arch = arch or getattr(ins, "arch", "gfx1100")
-    if arch == "gfx942":
-        from .decoder_gfx9 import format_instr_gfx9
-        return format_instr_gfx9(ins)
-    if arch != "gfx1100":
-        raise NotImplementedError(f"{arch}: no disassembler yet")
-    printer = PRINTERS.get(ins.family)
+    `arch` defaults to the instruction's own (`Instr.arch`: gfx942 instructions are `InstrGfx9`)."""
+    printers, mnemonic_of = _printer(arch or ins.arch)
+    printer = printers.get(ins.family)
     if ins.mnemonic is None or printer is None:
         raw = ", ".join(f"0x{w:08x}" for w in ins.words)
         return f".long {raw}  ; unknown {ins.family} opcode 0x{ins.op:x}"
     ops_text = printer(ins)
     if ins.family == "VOPD":
-        return ops_text
-    name = printed_mnemonic(ins)
+        return ops_text  # both halves carry their mnemonics
+    name = mnemonic_of(ins)
     return f"{name} {ops_text}" if ops_text else name
 
 

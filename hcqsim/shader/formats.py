@@ -15,6 +15,10 @@ VOP3SD (the carry-out / div_scale / mad64 ops) shares VOP3's fixed bits and is c
 Sizes (`instr_dwords`): the family's fixed dwords plus one literal dword when a 9-bit source (VALU) or 8-bit
 ssrc (SALU) is 255, always for v_fmamk/v_fmaak (VOP2 and VOPD) and s_setreg_imm32_b32; plus one DPP control
 dword when a VALU src0 is 250 (DPP16) or 233/234 (DPP8). VOPD shares one literal between its two halves.
+`extension_fields` says how a DPP (or MIMG NSA) dword enters the decoded fields.
+
+GFX9 (formats_gfx9) shares the SALU and VOP1/VOP2/VOPC layouts (`SHARED_LAYOUTS`) and their size rules
+(`shared_extra_dword`, with each architecture's opcodes), the inline constants and `family_format`.
 """
 from __future__ import annotations
 
@@ -52,6 +56,8 @@ SPECIAL_OPERANDS = {VCC_LO: "vcc_lo", VCC_HI: "vcc_hi", NULL: "null", M0: "m0", 
                     SRC_SCC: "src_scc"}
 # 239 (pops_exiting_wave_id), 251 (vccz), 252 (execz) and 254 (lds_direct) are not gfx11 operands (LLVM
 # rejects them for gfx1100); the disassembler prints them as invalid
+# 64-bit operands starting at these codes print as one register name
+REGISTER_PAIRS = {VCC_LO: "vcc", EXEC_LO: "exec"}
 
 
 def inline_int(code: int) -> int | None:
@@ -91,10 +97,13 @@ def is_inline_constant(code: int) -> bool:
 
 # --- the format families ---------------------------------------------------------------------------------
 
-def _fmt(name: str, enc: int, fields, size: int, doc: str = "") -> PacketFormat:
+def family_format(name: str, enc: int, fields, size: int, doc: str = "") -> PacketFormat:
     """A family table; its `encoding` field defaults to the family's fixed bits, so `encode` builds valid words."""
     fields = tuple(replace(f, default=enc) if f.name == "encoding" else f for f in fields)
     return PacketFormat(name, enc, fields, size=size, doc=doc)
+
+
+_fmt = family_format  # short name for the table below
 
 
 VOP3_SRCS = (F("src0", 1, 8, 0), F("src1", 1, 17, 9), F("src2", 1, 26, 18))
@@ -158,6 +167,8 @@ FORMATS: dict[str, PacketFormat] = {f.name: f for f in (
 # FLAT, GLOBAL and SCRATCH are one encoding; the family name tells the segment
 FORMATS["GLOBAL"] = FORMATS["SCRATCH"] = FORMATS["FLAT"]
 FLAT_SEGMENTS = {0: "FLAT", 1: "SCRATCH", 2: "GLOBAL"}
+# the SALU and VOP1/VOP2/VOPC layouts, which GFX9 shares (formats_gfx9 takes these tables, `shared_extra_dword`)
+SHARED_LAYOUTS = ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP", "VOP1", "VOP2", "VOPC")
 
 # VOP3 opcodes encoded as VOP3SD (sdst in [14:8] instead of abs/opsel)
 VOP3SD_OPS = frozenset({0x120, 0x121, 0x122, 0x2FC, 0x2FD, 0x2FE, 0x2FF, 0x300, 0x301, 0x302})
@@ -217,26 +228,37 @@ VOP2_MADK_OPS = frozenset({0x2C, 0x2D, 0x37, 0x38})  # v_fmamk_f32, v_fmaak_f32,
 VOPD_MADK_OPS = frozenset({1, 2})  # FMAAK, FMAMK
 SOPK_IMM32_OPS = frozenset({0x13})  # s_setreg_imm32_b32
 DPP_SRC0 = frozenset({DPP16, DPP8, DPP8FI})
+SRC0_EXTENSIONS = {code: "dpp" for code in DPP_SRC0}  # VALU src0 codes announcing an extension dword
+# the field an extension dword is stored as (`extension_fields`)
+EXTENSION_FIELDS = {"dpp": "dpp", "nsa": "nsa_addrs"}
 
 
 def base_dwords(family: str) -> int:
     return FORMATS[family].size
 
 
-def extra_dword(family: str, words) -> str | None:
-    """What follows the fixed dwords: "literal", "dpp" or None. `words` needs the fixed dwords only."""
-    w0 = words[0]
+def shared_extra_dword(family: str, w0: int, sopk_imm32_ops, vop2_madk_ops, src0_extensions) -> str | None:
+    """`extra_dword` of the layouts gfx11 and GFX9 share (SHARED_LAYOUTS), given the architecture's opcodes that
+    always carry a literal (SOPK, VOP2) and the extensions its VOP1/VOP2/VOPC src0 codes announce."""
     if family in ("SOP1", "SOP2", "SOPC"):
         if w0 & 0xFF == LITERAL or (family != "SOP1" and (w0 >> 8) & 0xFF == LITERAL):
             return "literal"
         return None
     if family == "SOPK":
-        return "literal" if (w0 >> 23) & 0x1F in SOPK_IMM32_OPS else None
+        return "literal" if (w0 >> 23) & 0x1F in sopk_imm32_ops else None
     if family in ("VOP1", "VOP2", "VOPC"):
         src0 = w0 & 0x1FF
-        if src0 == LITERAL or (family == "VOP2" and (w0 >> 25) & 0x3F in VOP2_MADK_OPS):
+        if src0 == LITERAL or (family == "VOP2" and (w0 >> 25) & 0x3F in vop2_madk_ops):
             return "literal"
-        return "dpp" if src0 in DPP_SRC0 else None
+        return src0_extensions.get(src0)
+    return None  # SOPP
+
+
+def extra_dword(family: str, words) -> str | None:
+    """What follows the fixed dwords: "literal", "dpp", "nsa" or None. `words` needs the fixed dwords only."""
+    w0 = words[0]
+    if family in SHARED_LAYOUTS:
+        return shared_extra_dword(family, w0, SOPK_IMM32_OPS, VOP2_MADK_OPS, SRC0_EXTENSIONS)
     if family in ("VOP3", "VOP3SD", "VOP3P"):
         w1 = words[1]
         if LITERAL in (w1 & 0x1FF, (w1 >> 9) & 0x1FF, (w1 >> 18) & 0x1FF):
@@ -256,3 +278,9 @@ def instr_dwords(family: str, words) -> int:
     """Total size in dwords, given at least the family's fixed dwords."""
     n = FORMATS[family].size
     return n + 1 if extra_dword(family, words) else n
+
+
+def extension_fields(family: str, kind: str, word: int) -> dict:
+    """The fields an extension dword (`extra_dword` other than "literal") adds: the raw DPP control dword as
+    "dpp", the NSA address dword as "nsa_addrs"."""
+    return {EXTENSION_FIELDS[kind]: word}

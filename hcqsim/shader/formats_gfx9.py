@@ -32,14 +32,12 @@ AccVGPRs (a0-a255) have no codes of their own: an acc bit of the instruction (DS
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..fields import F, PacketFormat
 from . import formats as fm
 from .formats import INLINE_FLOATS, INV_2PI_BITS, inline_bits, inline_int, is_inline_constant  # same on GFX9
 
-__all__ = ["FORMATS", "identify", "family_of", "extra_dword", "instr_dwords", "base_dwords", "src0_code",
-           "src1_code", "inline_int", "inline_bits", "is_inline_constant", "INLINE_FLOATS", "INV_2PI_BITS"]
+__all__ = ["FORMATS", "identify", "family_of", "extra_dword", "instr_dwords", "base_dwords", "extension_fields",
+           "src0_code", "src1_code", "inline_int", "inline_bits", "is_inline_constant", "INLINE_FLOATS", "INV_2PI_BITS"]
 
 # --- operand space -------------------------------------------------------------------------------------
 
@@ -75,17 +73,12 @@ REGISTER_PAIRS = {FLAT_SCRATCH_LO: "flat_scratch", XNACK_MASK_LO: "xnack_mask", 
 
 # --- the format families -----------------------------------------------------------------------------------
 
-def _fmt(name: str, enc: int, fields, size: int, doc: str = "") -> PacketFormat:
-    """A family table; its `encoding` field defaults to the family's fixed bits, so `encode` builds valid words."""
-    fields = tuple(replace(f, default=enc) if f.name == "encoding" else f for f in fields)
-    return PacketFormat(name, enc, fields, size=size, doc=doc)
-
-
+_fmt = fm.family_format
 VOP3_SRCS = fm.VOP3_SRCS  # src0 [40:32], src1 [49:41], src2 [58:50]
 
 FORMATS: dict[str, PacketFormat] = {
     # the SALU and VOP1/VOP2/VOPC layouts are gfx11's (ISA_FACTS 5.3: same fixed bits, other opcode numbers)
-    **{name: fm.FORMATS[name] for name in ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP", "VOP1", "VOP2", "VOPC")},
+    **{name: fm.FORMATS[name] for name in fm.SHARED_LAYOUTS},
     **{f.name: f for f in (
         _fmt("SMEM", 0x30, (F("sbase", 0, 5, 0, doc="SGPR pair (buffer: quad) index / 2"), F("sdata", 0, 12, 6),
                             F("soe", 0, 14, doc="imm=1: soffset [63:57] is added too"), F("nv", 0, 15, hint=True),
@@ -184,16 +177,8 @@ def identify(w0: int) -> str | None:
     """Format family of an instruction from its first dword (None when no GFX9 family matches).
 
     Returns "VOP3" for VOP3B too, "VOP3P" for VOP3P_MAI and "FLAT" for GLOBAL/SCRATCH: `family_of` refines them."""
-    top = w0 >> 30
-    if top == 0b10:
-        return fm.identify(w0)  # the SALU patterns are gfx11's
-    if top < 0b10:
-        h7 = w0 >> 25
-        if h7 == 0x3F:
-            return "VOP1"
-        if h7 == 0x3E:
-            return "VOPC"
-        return "VOP2"
+    if w0 >> 30 != 0b11:
+        return fm.identify(w0)  # the SALU and VOP1 / VOP2 / VOPC patterns are gfx11's
     if w0 >> 23 == 0x1A7:
         return "VOP3P"
     return _TOP6.get(w0 >> 26)
@@ -215,6 +200,7 @@ def family_of(w0: int) -> str | None:
 
 VOP2_MADK_OPS = frozenset({0x17, 0x18, 0x24, 0x25})  # v_fmamk_f32, v_fmaak_f32, v_madmk_f16, v_madak_f16
 SOPK_IMM32_OPS = frozenset({0x14})  # s_setreg_imm32_b32
+SRC0_EXTENSIONS = {SDWA_SRC0: "sdwa", DPP_SRC0: "dpp"}
 
 
 def base_dwords(family: str) -> int:
@@ -222,22 +208,11 @@ def base_dwords(family: str) -> int:
 
 
 def extra_dword(family: str, words) -> str | None:
-    """What follows the fixed dwords: "literal", "sdwa", "dpp" or None. `words` needs the fixed dwords only."""
-    w0 = words[0]
-    if family in ("SOP1", "SOP2", "SOPC"):
-        if w0 & 0xFF == LITERAL or (family != "SOP1" and (w0 >> 8) & 0xFF == LITERAL):
-            return "literal"
-        return None
-    if family == "SOPK":
-        return "literal" if (w0 >> 23) & 0x1F in SOPK_IMM32_OPS else None
-    if family in ("VOP1", "VOP2", "VOPC"):
-        src0 = w0 & 0x1FF
-        if src0 == LITERAL or (family == "VOP2" and (w0 >> 25) & 0x3F in VOP2_MADK_OPS):
-            return "literal"
-        if src0 == SDWA_SRC0:
-            return "sdwa"
-        if src0 == DPP_SRC0:
-            return "dpp"
+    """What follows the fixed dwords: "literal", "sdwa", "dpp" or None. `words` needs the fixed dwords only.
+
+    Only the layouts shared with gfx11 take one (the rules are gfx11's, with the GFX9 opcodes)."""
+    if family in fm.SHARED_LAYOUTS:
+        return fm.shared_extra_dword(family, words[0], SOPK_IMM32_OPS, VOP2_MADK_OPS, SRC0_EXTENSIONS)
     return None
 
 
@@ -245,6 +220,13 @@ def instr_dwords(family: str, words) -> int:
     """Total size in dwords, given at least the family's fixed dwords."""
     n = FORMATS[family].size
     return n + 1 if extra_dword(family, words) else n
+
+
+def extension_fields(family: str, kind: str, word: int) -> dict:
+    """The fields an SDWA or DPP dword adds: its own table's fields (`SDWA`, for VOPC `SDWA_VOPC`, `DPP`) and
+    the raw dword as "sdwa" / "dpp"."""
+    table = DPP if kind == "dpp" else SDWA_VOPC if family == "VOPC" else SDWA
+    return {**table.decode([word], check=False), kind: word}
 
 
 # --- operands an executor reads ------------------------------------------------------------------------------
