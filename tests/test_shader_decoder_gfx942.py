@@ -26,7 +26,7 @@ from hcqsim.errors import DecodeError
 from hcqsim.shader import Instr, decode, decode_program, disassemble, format_instr
 from hcqsim.shader import formats_gfx9 as f9
 from hcqsim.shader import opcodes_gfx942 as ops
-from hcqsim.shader.decoder_gfx9 import InstrGfx9
+from hcqsim.shader.decoder import InstrGfx9
 
 pytest.register_assert_rewrite("shader_decoder_support")
 import shader_decoder_support as support  # noqa: E402  (tests/shader_decoder_support.py)

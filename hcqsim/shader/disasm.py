@@ -1,7 +1,7 @@
 """Disassembler: `Instr` -> LLVM-style assembly text (the syntax LLVM 22's AMDGPU printer uses).
 
 `format_instr(instr)` prints one instruction with its architecture's printer (gfx1100: this module's; gfx942:
-`decoder_gfx9`'s), `disassemble(code, arch)` a whole blob, one instruction per line. Branch targets print as
+`disasm_gfx9`'s), `disassemble(code, arch)` a whole blob, one instruction per line. Branch targets print as
 LLVM's raw signed dword offset (`s_cbranch_execz 5` jumps to pc + 4 + 5 * 4); `annotate=True` adds the byte
 offset, the target and the raw dwords as a comment.
 
@@ -610,7 +610,7 @@ def _printer(arch: str):
     if arch == "gfx1100":
         return PRINTERS, printed_mnemonic
     if arch == "gfx942":
-        from . import decoder_gfx9 as gfx9  # the gfx942 printer builds on this module
+        from . import disasm_gfx9 as gfx9  # the gfx942 printer builds on this module
         return gfx9.PRINTERS, gfx9.printed_mnemonic
     raise NotImplementedError(f"{arch}: no disassembler yet")
 
