@@ -315,7 +315,7 @@ def write_untiled(addr: int, dwords, version="sdma6", **flags) -> list[int]:
 def fence(addr: int, value: int, version="sdma6", **flags) -> list[int]:
     """Write the 32-bit `value` to the 4-byte aligned `addr` once earlier packets completed.
 
-    On 5.x/6.x MTYPE defaults to 3 (UC), as amdgpu and tinygrad emit it; 4.x has no FENCE flags."""
+    On 5.x/6.x MTYPE defaults to 3 (UC), as drivers emit it (facts 5.2); 4.x has no FENCE flags."""
     version = version_name(version)
     if version != "sdma4":
         flags.setdefault("mtype", 3)
