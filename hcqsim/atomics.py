@@ -40,10 +40,6 @@ def _float(v: int, bits: int) -> float:
     return struct.unpack("<d" if bits == 64 else "<f", v.to_bytes(bits // 8, "little"))[0]
 
 
-def _bits(f: float, bits: int) -> int:
-    return int.from_bytes(struct.pack("<d" if bits == 64 else "<f", f), "little")
-
-
 def apply(name: str, bits: int, old: int, src: int, cmp: int) -> int:
     """The new memory value of atomic `name` on `old` with operands `src` (and `cmp` for swaps)."""
     mask = (1 << bits) - 1

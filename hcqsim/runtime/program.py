@@ -89,7 +89,7 @@ class Launch:
         return any(self.remainder)
 
 
-def write_kernargs(kernel: Kernel, base_va: int, view, args: Sequence, launch: Launch) -> None:
+def write_kernargs(kernel: Kernel, view, args: Sequence, launch: Launch) -> None:
     """Explicit arguments in order (buffers as pointers, ints by size), then the hidden arguments."""
     explicit = kernel.explicit_args
     if len(args) != len(explicit):

@@ -133,7 +133,7 @@ class ComputeQueue(HWQueue):
             (P.QUEUE_DESCRIPTOR_SIZE if k.enable_sgpr_queue_ptr else 0)
         va, view = self.device.kernarg_alloc(ka_size + extra)
         view[:] = 0
-        P.write_kernargs(k, va, view, args, launch)
+        P.write_kernargs(k, view, args, launch)
         dispatch_ptr = queue_ptr = 0
         pos = ka_size
         if k.enable_sgpr_dispatch_ptr:
