@@ -70,20 +70,28 @@ class PacketFormat:
         self.by_name = {f.name: f for f in self.fields}
         self._strict = [f for f in self.fields if f.strict and f.enum is not None]
         self._min_dw = max((f.dw + (2 if f.hi > 31 else 1) for f in self.fields), default=1)
-        self._decode = self._compile_decoder(self.fields)
-        self._decode_fast = self._compile_decoder([f for f in self.fields if not f.hint or f in self._strict])
+        self._decode = self._compile_decoder(self.fields, checked=False)
+        self._decode_fast = self._compile_decoder([f for f in self.fields if not f.hint or f in self._strict],
+                                                  checked=True)
 
-    def _compile_decoder(self, fields):
-        """Generate a decoder from the table: one expression per field (decode is the engines' hot path)."""
+    def _compile_decoder(self, fields, checked: bool):
+        """Generate a decoder from the table: one expression per field, and (checked) the reserved-value tests
+        of strict fields inline (decode is the engines' hot path)."""
         items = []
         for f in fields:
             word = f"d[{f.dw}]" if f.hi <= 31 else f"(d[{f.dw}] | d[{f.dw + 1}] << 32)"
             items.append(f"{f.name!r}: ({word} >> {f.lo}) & {f.mask:#x}")
         if self.payload:
             items.append(f"{self.payload!r}: list(d[{self.payload_dw}:])")
-        src = f"def decode(d):\n    return {{{', '.join(items)}}}\n"
-        scope: dict = {}
-        exec(compile(src, f"<decoder {self.name}>", "exec"), scope)
+        lines = ["def decode(d):", f"    out = {{{', '.join(items)}}}"]
+        scope: dict = {"DecodeError": DecodeError}
+        for i, f in enumerate(self._strict if checked else ()):
+            scope[f"allowed{i}"] = frozenset(f.enum)
+            lines.append(f"    v{i} = out[{f.name!r}]")
+            lines.append(f"    if v{i} not in allowed{i}:")
+            lines.append(f"        raise DecodeError(f'{self.name}: reserved value {{v{i}}} in field {f.name}')")
+        lines.append("    return out")
+        exec(compile("\n".join(lines) + "\n", f"<decoder {self.name}>", "exec"), scope)
         return scope["decode"]
 
     # -- decode ------------------------------------------------------------------------------------
@@ -102,10 +110,7 @@ class PacketFormat:
         """What an engine needs to act: every field except hints, reserved values rejected."""
         if len(dws) < self._min_dw:
             return self.decode(dws)  # raises the descriptive error
-        out = self._decode_fast(dws)
-        if self._strict:
-            self._check(out)
-        return out
+        return self._decode_fast(dws)
 
     def _check(self, out: dict[str, int]) -> None:
         for f in self._strict:
