@@ -10,6 +10,7 @@ Errors are the kernel's: a failing ioctl raises `OSError` with the errno the dri
 """
 from __future__ import annotations
 
+import abc
 import ctypes
 import ctypes.util
 import fcntl
@@ -22,37 +23,46 @@ KFD_PATH = "/dev/kfd"
 SYSFS_TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
 
 
-class OSBoundary:
+class OSBoundary(abc.ABC):
     """The interface. Every method mirrors one system call (or one CPU store) of a KFD runtime."""
 
     emulated = False
 
+    @abc.abstractmethod
     def open(self, path: str, flags: int = os.O_RDWR | os.O_CLOEXEC) -> int:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def close(self, fd: int) -> None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def ioctl(self, fd: int, request: int, arg: ctypes.Structure) -> None:
         """Issue `request` with `arg` (read and written in place). Raises OSError(errno) on failure."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def mmap(self, addr: int, length: int, prot: int, flags: int, fd: int = -1, offset: int = 0) -> int:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def munmap(self, addr: int, length: int) -> None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def read_text(self, path: str) -> str:
         """A sysfs file's contents."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def listdir(self, path: str) -> list[str]:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def exists(self, path: str) -> bool:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def ring_doorbell(self, address: int, value: int) -> None:
         """A single 64-bit store of `value` to a mapped doorbell (after a full memory fence)."""
         raise NotImplementedError
