@@ -16,6 +16,7 @@ from dataclasses import replace
 from .decoder import Instr
 from .gfx9_names import gfx11_name
 from .disasm import format_instr
+from .matrix import compile_matrix
 from .memops import compile_ds, compile_flat, compile_mubuf, compile_smem
 from .operands import Context, Run, ShaderFault, ShaderUnsupported
 from .salu import compile_sop1, compile_sop2, compile_sopc, compile_sopk, compile_sopp
@@ -29,7 +30,7 @@ COMPILERS = {
     "SOP1": compile_sop1, "SOP2": compile_sop2, "SOPC": compile_sopc, "SOPK": compile_sopk, "SOPP": compile_sopp,
     "SMEM": compile_smem, "VOP1": compile_valu, "VOP2": compile_valu, "VOPC": compile_valu, "VOP3": compile_valu,
     "VOP3SD": compile_valu, "VOP3P": compile_vop3p, "VOPD": compile_vopd, "DS": compile_ds, "FLAT": compile_flat, "GLOBAL": compile_flat,
-    "SCRATCH": compile_flat, "MUBUF": compile_mubuf,
+    "SCRATCH": compile_flat, "MUBUF": compile_mubuf, "VOP3P_MAI": compile_matrix,
 }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alu, dpp, sdwa
+from . import alu, dpp, matrix, sdwa
 from . import formats as fm
 from . import formats_gfx9 as fg9
 from .alu import DTYPES, F16, F32, F64, U16, U32, U64, WIDTH
@@ -60,6 +60,8 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
     f = instr.fields
     if "sdwa" in f:
         return _compile_sdwa(instr, ctx)
+    if matrix.is_matrix(name):
+        return matrix.compile_matrix(instr, ctx)
     cmp = alu.compare(name)
     if cmp is not None:
         return _compile_vcmp(instr, ctx, *cmp)
@@ -488,6 +490,8 @@ _PACKED = {  # v_pk_* -> (half type, function on the two halves' arrays)
 def compile_vop3p(instr: Instr, ctx: Context) -> Run:
     """Packed 16-bit math: each half of the result from the halves OPSEL (low) and OPSEL_HI (high) pick."""
     f, name = instr.fields, instr.mnemonic
+    if matrix.is_matrix(name):
+        return matrix.compile_matrix(instr, ctx)
     if name not in _PACKED:
         raise ctx.unsupported(instr, "VOP3P operation not implemented")
     typ, fn = _PACKED[name]
