@@ -437,15 +437,15 @@ entry:""" + GID_X + """
 }
 """
 
-# a buffer (V#) load: MUBUF with a resource descriptor, not implemented by the shader core yet
+# a typed buffer (V# format) load: MUBUF buffer_load_format_x, not implemented by the shader core yet
 BUFLOAD = """
-declare i32 @llvm.amdgcn.raw.buffer.load.i32(<4 x i32>, i32, i32, i32 immarg)
+declare float @llvm.amdgcn.raw.buffer.load.format.f32(<4 x i32>, i32, i32, i32 immarg)
 define amdgpu_kernel void @bufload(ptr addrspace(1) %out, <4 x i32> %rsrc) {
 entry:""" + GID_X + """
   %off = shl i32 %tid, 2
-  %v = call i32 @llvm.amdgcn.raw.buffer.load.i32(<4 x i32> %rsrc, i32 %off, i32 0, i32 0)
-  %q = getelementptr i32, ptr addrspace(1) %out, i32 %gid
-  store i32 %v, ptr addrspace(1) %q
+  %v = call float @llvm.amdgcn.raw.buffer.load.format.f32(<4 x i32> %rsrc, i32 %off, i32 0, i32 0)
+  %q = getelementptr float, ptr addrspace(1) %out, i32 %gid
+  store float %v, ptr addrspace(1) %q
   ret void
 }
 """

@@ -473,4 +473,5 @@ def _compile_lane_shuffle(instr: Instr, ctx: Context, op: str) -> Run:
 def compile_mubuf(instr: Instr, ctx: Context) -> Run:
     if instr.mnemonic in ("buffer_gl0_inv", "buffer_gl1_inv"):  # cache invalidates: memory is coherent here
         return _advance(instr.size)
-    raise ctx.unsupported(instr, "buffer (V#) memory instructions are not emulated")
+    from .buffer import compile_buffer  # buffer.py builds on this module's helpers
+    return compile_buffer(instr, ctx)
