@@ -1,0 +1,559 @@
+"""Run one shader instruction on hcqsim's shader core, directly: no kernel, no queue, no runtime.
+
+An instruction's text is assembled by LLVM (`hcqsim.compiler.assemble_each`, all lines of a test module in one
+batch, cached), decoded (`hcqsim.shader.decoder.decode`) and compiled (`hcqsim.shader.compile.compile_instr`) into
+the closure `run(W, w)` the core's scheduler calls. The closure runs once over a `Waves` state of several waves, so a
+few hundred operand vectors (waves x lanes) cost one call. Register conventions are the callers' choice; the
+instruction tests use sources v10/v12/v14 (v[10:11] ... for 64-bit), destination v2 (v[2:3]), SGPR operands s20..,
+scalar destinations s30...
+
+`ShaderUnsupported` at compile time means "not implemented": `run_instruction` raises `Unimplemented`, which the
+tests turn into xfail(reason="unimplemented: ...") and record in `UNIMPLEMENTED`.
+
+`python3 -m tests.isa_harness --report` runs every instruction test case of the tests/test_isa_*.py modules and
+prints, per target, the unimplemented instructions and every mismatch against the reference (first lanes).
+"""
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import numpy as np
+
+from hcqsim.compiler import AssemblerUnavailableError, assemble_each, assembler_for
+from hcqsim.shader.compile import compile_instr
+from hcqsim.shader.decoder import decode
+from hcqsim.shader.operands import Context, ShaderUnsupported
+from hcqsim.shader.waves import EXEC, VCC, Waves
+
+LANES = {"gfx1100": 32, "gfx942": 64}
+VGPRS = 32  # v0..v31 are enough for every test; more would only cost memory
+VECTORS = 256  # operand vectors per VALU instruction: 8 wave32s or 4 wave64s
+
+UNIMPLEMENTED: dict[str, set[str]] = {"gfx1100": set(), "gfx942": set()}  # arch -> instruction texts
+
+
+class Unimplemented(Exception):
+    """The shader core rejected the instruction at compile time (ShaderUnsupported)."""
+
+
+class Rejected(Exception):
+    """LLVM's assembler rejected the instruction text."""
+
+
+def no_assembler_reason(arch: str) -> str | None:
+    """Why instructions for `arch` cannot be assembled here, or None."""
+    try:
+        assembler_for(arch)
+    except AssemblerUnavailableError as e:
+        return str(e)
+    return None
+
+
+_CODE: dict[tuple[str, str], tuple[bytes | None, str | None]] = {}
+
+
+def assemble_all(arch: str, lines: Iterable[str]) -> None:
+    """Assemble every line not yet cached, in one assembler batch."""
+    todo = sorted({ln for ln in lines if (arch, ln) not in _CODE})
+    if todo:
+        for line, result in zip(todo, assemble_each(todo, arch)):
+            _CODE[(arch, line)] = result
+
+
+def encoding(arch: str, line: str) -> bytes:
+    """The machine code of one instruction line (assembled on demand when not batched before)."""
+    assemble_all(arch, [line])
+    code, text = _CODE[(arch, line)]
+    if code is None:
+        raise Rejected(f"{arch}: LLVM rejects {line!r}: {text}")
+    return code
+
+
+def accepted(arch: str, line: str) -> bool:
+    """Does LLVM's assembler accept the line for `arch`?"""
+    assemble_all(arch, [line])
+    return _CODE[(arch, line)][0] is not None
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(arch: str, line: str):
+    """The shader core's closure for one instruction line; raises Unimplemented / Rejected."""
+    code = encoding(arch, line)
+    instr = decode(code, 0, arch)
+    if instr.size != len(code):
+        raise AssertionError(f"{arch} {line!r}: decoded {instr.size} bytes, LLVM encoded {len(code)} ({code.hex()})")
+    ctx = Context(LANES[arch], VGPRS, None, f"isa test {line!r}", arch)
+    try:
+        return compile_instr(instr, ctx)
+    except ShaderUnsupported as e:
+        UNIMPLEMENTED[arch].add(line)
+        raise Unimplemented(f"{arch} {line!r}: {e}") from None
+
+
+@dataclass
+class State:
+    """Register state in and out of one instruction run, flattened over waves x lanes.
+
+    `v[r]` uint32 [waves * lanes]; `s[r]` uint32 [waves]; `exec`/`vcc` bool [waves * lanes] lane masks (None: all
+    lanes active / VCC zero); `scc` bool [waves]."""
+
+    waves: int
+    lanes: int
+    W: Waves | None = None
+
+    def vector(self, reg: int) -> np.ndarray:
+        return self.W.v[:, reg, :].reshape(-1).copy()
+
+    def vector64(self, reg: int) -> np.ndarray:
+        return self.vector(reg).astype(np.uint64) | (self.vector(reg + 1).astype(np.uint64) << np.uint64(32))
+
+    def scalar(self, reg: int) -> np.ndarray:
+        return self.W.s[:, reg].copy()
+
+    def scalar64(self, reg: int) -> np.ndarray:
+        return self.scalar(reg).astype(np.uint64) | (self.scalar(reg + 1).astype(np.uint64) << np.uint64(32))
+
+    def mask(self, reg: int) -> np.ndarray:
+        """bool [waves * lanes]: the lane-mask register's bit for every lane (VCC, EXEC or an SGPR pair)."""
+        return self.W.lanes_of(slice(None), reg).reshape(-1)
+
+    @property
+    def scc(self) -> np.ndarray:
+        return self.W.scc.copy()
+
+
+def run_instruction(arch: str, line: str, *, waves: int | None = None, v: dict[int, np.ndarray] | None = None,
+                    s: dict[int, np.ndarray] | None = None, exec_lanes: np.ndarray | None = None,
+                    vcc_lanes: np.ndarray | None = None, scc: np.ndarray | None = None) -> State:
+    """Run one instruction once over `waves` waves (default: VECTORS lanes in all) and return the state after it.
+
+    v: VGPR number -> uint32 [waves * lanes] (VGPRs not given start at 0); s: SGPR operand number -> uint32 [waves];
+    exec_lanes / vcc_lanes: bool [waves * lanes]; scc: bool [waves]."""
+    run = compiled(arch, line)
+    lanes = LANES[arch]
+    n = waves if waves is not None else VECTORS // lanes
+    W = Waves(n, lanes, VGPRS, 1, 64)
+    for reg, values in (v or {}).items():
+        W.v[:, reg, :] = np.asarray(values, np.uint32).reshape(n, lanes)
+    for reg, values in (s or {}).items():
+        W.s[:, reg] = np.broadcast_to(np.asarray(values, np.uint32), (n,))
+    W.set_mask(slice(None), EXEC, np.ones((n, lanes), bool) if exec_lanes is None
+               else np.asarray(exec_lanes, bool).reshape(n, lanes))
+    if vcc_lanes is not None:
+        W.set_mask(slice(None), VCC, np.asarray(vcc_lanes, bool).reshape(n, lanes))
+    if scc is not None:
+        W.scc[:] = np.asarray(scc, bool)
+    run(W, slice(None))
+    return State(n, lanes, W)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# operand values, weighted heavily to special values
+
+
+def _float_specials(f) -> list[int]:
+    from isa_reference import fneg
+    one, inf, q = f.one, f.inf, f.quiet_bit
+    pos = [0, 1, 2, 3, (1 << f.mbits) - 1, 1 << f.mbits, (1 << f.mbits) + 1, f.max_normal, f.max_normal - 1, inf,
+           inf | q, inf | q | 1, inf | q | (q >> 1), inf | 1, inf | (q >> 1) | 5, inf | (q - 1), one, one + 1, one - 1,
+           one >> 1 & ~((1 << f.mbits) - 1) | 0, (f.bias - 1) << f.mbits, (f.bias + 1) << f.mbits,
+           (f.bias + 1) << f.mbits | (1 << (f.mbits - 1)), (f.bias - 1) << f.mbits | (1 << (f.mbits - 1)),
+           (f.bias + f.mbits) << f.mbits, (f.bias + f.mbits + 1) << f.mbits | 1, (2 * f.bias - 1) << f.mbits,
+           (f.bias + 3) << f.mbits | (1 << (f.mbits - 2)), 2 << f.mbits, (f.emax_field - 2) << f.mbits]
+    return pos + [fneg(x, f) for x in pos]
+
+
+def _float_random(r, f) -> int:
+    roll = r.random()
+    s = r.getrandbits(1) << (f.width - 1)
+    if roll < 0.15:  # denormal
+        return s | r.randrange(1, 1 << f.mbits)
+    if roll < 0.30:  # near the extremes of the exponent range
+        e = r.choice([1, 2, 3, f.emax_field - 1, f.emax_field - 2, f.emax_field - 3])
+        return s | e << f.mbits | r.getrandbits(f.mbits)
+    if roll < 0.40:  # NaN with a payload
+        return s | f.inf | r.randrange(1, 1 << f.mbits)
+    if roll < 0.65:  # moderate magnitudes, where sums cancel and products stay finite
+        e = f.bias + r.randrange(-8, 9)
+        return s | e << f.mbits | r.getrandbits(f.mbits)
+    if roll < 0.75:  # small integers
+        from isa_reference import from_float
+        return from_float(float(r.randrange(-40, 41)), f)
+    return r.getrandbits(f.width)
+
+
+_INT32_SPECIALS = [0, 1, 2, 3, 0x7FFFFFFF, 0x80000000, 0x80000001, 0xFFFFFFFF, 0xFFFFFFFE, 0x7FFFFFFE, 31, 32, 33, 16,
+                   15, 0x0000FFFF, 0x00010000, 0xFFFF0000, 0x00FFFFFF, 0x01000000, 0xFF800000, 0x00800000, 0x7F800000,
+                   0x7FC00000, 0x55555555, 0xAAAAAAAA, 0x00000080, 0x000000FF, 0x00007FFF, 0x00008000, 0xFFFF8000,
+                   0xFFFF7FFF, 0x3F800000, 0xBF800000]
+
+
+def values(kind: str, n: int, r) -> list[int]:
+    """n operand values of a type ("f32", "f16", "bf16", "f64", "u32"/"i32"/"b32", "u16"/"i16"/"b16", "u64"/"i64"/"b64",
+    "bit"), about half of them special values, as raw bit patterns."""
+    from isa_reference import FMTS
+    if kind == "bit":
+        return [r.getrandbits(1) for _ in range(n)]
+    if kind in FMTS:
+        f = FMTS[kind]
+        specials = _float_specials(f)
+        return [r.choice(specials) if r.random() < 0.5 else _float_random(r, f) for _ in range(n)]
+    bits = int(kind[1:])
+    out = []
+    for _ in range(n):
+        roll = r.random()
+        if roll < 0.45:
+            x = r.choice(_INT32_SPECIALS)
+            if bits == 16:
+                x = (x >> (16 * r.getrandbits(1))) & 0xFFFF
+            elif bits == 64:
+                x = r.choice([x, x | 0xFFFFFFFF00000000 if x >> 31 else x, x << 32, (x << 32) | r.getrandbits(32)])
+        elif roll < 0.60:
+            x = r.randrange(-70, 70) & ((1 << bits) - 1)
+        elif roll < 0.75:
+            x = (1 << r.randrange(bits)) + r.choice([-1, 0, 1])
+        else:
+            x = r.getrandbits(bits)
+        out.append(x & ((1 << bits) - 1))
+    return out
+
+
+def rng(*key) -> "random.Random":
+    """A deterministic generator for one test case (seeded from its identity, not from the process)."""
+    import random
+    import zlib
+    return random.Random(zlib.crc32(repr(key).encode()))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one VALU instruction checked against a reference
+
+WIDTH = {"f16": 16, "bf16": 16, "b16": 16, "u16": 16, "i16": 16, "f32": 32, "b32": 32, "u32": 32, "i32": 32,
+         "f64": 64, "b64": 64, "u64": 64, "i64": 64, "bit": 1}
+SRC_VGPRS = (10, 12, 14)
+DST_VGPR = 2
+CARRY_IN_SGPR = 40  # s40 (wave32) / s[40:41] (wave64): a lane-mask source of an e64 form
+SDST_SGPR = 30  # s30 / s[30:31]: the lane-mask destination of an e64 form
+
+
+@dataclass
+class Src:
+    """One source of a VALU instruction as the test drives it: type, modifiers, where it lives."""
+
+    kind: str
+    neg: bool = False
+    abs: bool = False
+    hi: bool = False  # op_sel / .h: the high 16 bits of the register
+    where: str = "v"  # "v": VGPR SRC_VGPRS[i]; "vcc" / "sgpr": a lane mask ("bit" operands); "dst": the
+    # destination register's old value (accumulators)
+
+
+@dataclass(frozen=True)
+class Check:
+    """How results compare: exact bits (NaN from a QNAN reference: any quiet NaN), or within `ulp` units in the last
+    place for approximate (transcendental) operations."""
+
+    ulp: float = 0.0
+    nan: str = "quiet"  # "quiet": QNAN accepts any quiet NaN; "any": any NaN
+
+
+def _fmt_of(kind: str):
+    from isa_reference import FMTS
+    return FMTS.get(kind)
+
+
+def _apply_mods(x: int, s: Src) -> int:
+    f = _fmt_of(s.kind)
+    if f is None:
+        return x
+    if s.abs:
+        x &= ~f.sign_bit & f.mask
+    if s.neg:
+        x ^= f.sign_bit
+    return x
+
+
+def _omod_clamp(x: int, kind: str, omod: int, clamp: bool) -> int:
+    """Output modifiers of a float result: omod (1: *2, 2: *4, 3: /2) then clamp to [0, 1]: with DX10_CLAMP (set in
+    every kernel LLVM emits) NaN clamps to +0; -0 stays -0 (LLVM SIISelLowering performClampCombine folds
+    clamp(x) to 0 only for x < 0 or NaN with DX10Clamp, to 1 for x > 1)."""
+    from isa_reference import QNAN, f_lt, from_float, is_nan, ldexp
+    f = _fmt_of(kind)
+    if omod and x != QNAN:
+        x = ldexp(x, {1: 1, 2: 2, 3: -1}[omod], f)
+    if clamp:
+        if x == QNAN or is_nan(x, f):
+            return 0
+        if f_lt(x, 0, f):
+            return 0
+        if f_lt(f.one, x, f):
+            return f.one
+    return x
+
+
+@dataclass
+class ValuCase:
+    """A VALU instruction text, how its operands are driven, and its reference.
+
+    `ref(*sources, **kw)` takes the modified source values (abs, neg, half selection applied) and returns the
+    destination value, or (destination, lane bit) for instructions with a lane-mask result as well; "bit"
+    destinations (compares) return the bit. Output modifiers of float results (omod, clamp) are applied here
+    unless the reference takes `clamp` itself (integer saturation: `int_clamp`)."""
+
+    arch: str
+    line: str
+    ref: Callable
+    srcs: list[Src]
+    dst: str  # result type; "bit" for a compare; "none" when only `sdst` counts
+    sdst: str | None = None  # "vcc", "sgpr", "exec" (v_cmpx) for a lane-mask result, or None
+    dst_hi: bool = False
+    clamp: bool = False
+    omod: int = 0
+    int_clamp: bool = False  # the reference handles clamp (saturation) itself
+    zero_hi: bool = False  # a 16-bit result zeroes bits 31:16 (GFX9) instead of keeping them (GFX11)
+    compare: Check = Check()
+    vectors: int = VECTORS
+    doc: str = ""  # the pseudocode line the reference follows
+
+    @property
+    def id(self) -> str:
+        return f"{self.arch}: {self.line}"
+
+    def inputs(self):
+        r = rng(self.arch, self.line)
+        n = self.vectors
+        raw = []  # per source: the register contents (lists of ints; 64-bit as ints too)
+        for s in self.srcs:
+            if s.kind == "bit":
+                raw.append(values("bit", n, r))
+            elif WIDTH[s.kind] == 16:
+                lo, hi = values(s.kind, n, r), values(s.kind, n, r)
+                raw.append([a | b << 16 for a, b in zip(lo, hi)])
+            else:
+                raw.append(values(s.kind, n, r))
+        old = [r.getrandbits(64) for _ in range(n)]
+        for s, col in zip(self.srcs, raw):
+            if s.where == "dst":  # an accumulator read from the destination register (v_fmac, v_mac)
+                width = 64 if WIDTH[s.kind] == 64 else 32
+                old = [(o & ~((1 << width) - 1)) | x for o, x in zip(old, col)]
+        exec_lanes = [r.random() < 0.9 for _ in range(n)]
+        return raw, old, exec_lanes
+
+    def expected(self, raw, old, exec_lanes):
+        """Per lane: (register value of the destination or None, lane-mask bit or None)."""
+        out = []
+        kw = {"clamp": self.clamp} if self.int_clamp else {}
+        for lane in range(self.vectors):
+            args = []
+            for s, col in zip(self.srcs, raw):
+                x = col[lane]
+                if s.kind != "bit" and WIDTH[s.kind] == 16:
+                    x = (x >> 16) & 0xFFFF if s.hi else x & 0xFFFF
+                args.append(_apply_mods(x, s))
+            res = self.ref(*args, **kw)
+            bit = None
+            if self.sdst is not None and self.dst != "bit":
+                res, bit = res
+            if self.dst == "bit":
+                out.append((None, int(res)))
+                continue
+            if self.dst != "none" and _fmt_of(self.dst) is not None and not self.int_clamp:
+                res = _omod_clamp(res, self.dst, self.omod, self.clamp)
+            out.append((res, bit))
+        return out
+
+    def run(self, raw, old, exec_lanes) -> State:
+        n = self.vectors
+        v, s = {}, {}
+        vcc = None
+        for i, (src, col) in enumerate(zip(self.srcs, raw)):
+            if src.where == "dst":
+                continue
+            if src.kind == "bit":
+                lanes = np.array(col, bool)
+                if src.where == "vcc":
+                    vcc = lanes
+                else:
+                    mask = (lanes.reshape(-1, LANES[self.arch]).astype(np.uint64) <<
+                            np.arange(LANES[self.arch], dtype=np.uint64)).sum(axis=1, dtype=np.uint64)
+                    s[CARRY_IN_SGPR] = (mask & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+                    s[CARRY_IN_SGPR + 1] = (mask >> np.uint64(32)).astype(np.uint32)
+                continue
+            a = np.array(col, np.uint64)
+            v[SRC_VGPRS[i]] = (a & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+            if WIDTH[src.kind] == 64:
+                v[SRC_VGPRS[i] + 1] = (a >> np.uint64(32)).astype(np.uint32)
+        o = np.array(old, np.uint64)
+        v[DST_VGPR] = (o & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        v[DST_VGPR + 1] = (o >> np.uint64(32)).astype(np.uint32)
+        return run_instruction(self.arch, self.line, waves=n // LANES[self.arch], v=v, s=s,
+                               exec_lanes=np.array(exec_lanes, bool), vcc_lanes=vcc)
+
+    def _dst_expect(self, res: int, old: int) -> int:
+        if WIDTH[self.dst] == 16:
+            old32 = old & 0xFFFFFFFF
+            if self.dst_hi:
+                return (old32 & 0xFFFF) | (res << 16)
+            return res if self.zero_hi else (old32 & 0xFFFF0000) | res
+        return res & ((1 << WIDTH[self.dst]) - 1)
+
+    def _matches(self, res: int, got: int, old: int) -> bool:
+        """Does the destination register value `got` hold the reference result `res` (QNAN: any quiet NaN; within
+        the ulp bound for approximate operations), with the rest of the register as the write rules leave it?"""
+        from isa_reference import QNAN, is_nan, to_float
+        f = _fmt_of(self.dst)
+        if res != QNAN and not (self.compare.ulp and f is not None):
+            return got == self._dst_expect(res, old)
+        shift = 16 if (WIDTH[self.dst] == 16 and self.dst_hi) else 0
+        part = (got >> shift) & f.mask
+        if WIDTH[self.dst] == 16 and (got & ~(0xFFFF << shift) & 0xFFFFFFFF) != \
+                (self._dst_expect(0, old) & ~(0xFFFF << shift) & 0xFFFFFFFF):
+            return False
+        if res == QNAN:
+            return is_nan(part, f) and (self.compare.nan == "any" or bool(part & f.quiet_bit))
+        if is_nan(res, f) or is_nan(part, f):
+            return res == part
+        wv, gv = to_float(res, f), to_float(part, f)
+        if wv == gv:
+            return wv != 0 or res == part  # zeros: the sign counts
+        return abs(wv - gv) <= self.compare.ulp * _ulp(wv, f)
+
+    def check(self) -> str | None:
+        """Run and compare; None when every lane matches, else a description of the first mismatching lanes."""
+        raw, old, exec_lanes = self.inputs()
+        want = self.expected(raw, old, exec_lanes)
+        st = self.run(raw, old, exec_lanes)
+        bad = []
+        got_v = None
+        if self.dst not in ("bit", "none"):
+            got_v = st.vector64(DST_VGPR) if WIDTH[self.dst] == 64 else st.vector(DST_VGPR)
+        got_m = None
+        if self.sdst is not None or self.dst == "bit":
+            reg = {"vcc": VCC, "exec": EXEC, "sgpr": SDST_SGPR}[self.sdst or "vcc"]
+            got_m = st.mask(reg)
+        for lane, (res, bit) in enumerate(want):
+            active = exec_lanes[lane]
+            o = old[lane] if WIDTH.get(self.dst, 32) == 64 else old[lane] & 0xFFFFFFFF
+            problems = []
+            if got_v is not None:
+                g = int(got_v[lane])
+                if not active:
+                    if g != o:
+                        problems.append(f"inactive lane written: 0x{g:x}, was 0x{o:x}")
+                elif res is not None and not self._matches(res, g, old[lane]):
+                    from isa_reference import QNAN
+                    problems.append(f"got 0x{g:x}, want "
+                                    f"{'a quiet NaN' if res == QNAN else hex(self._dst_expect(res, old[lane]))}"
+                                    f"{'' if not self.compare.ulp else f' within {self.compare.ulp} ulp'}")
+            if got_m is not None and bit is not None:
+                g = int(got_m[lane])
+                w = bit if active else (0 if self.sdst != "exec" else 0)
+                if g != w:
+                    problems.append(f"lane-mask bit {g}, want {w}{'' if active else ' (inactive lane)'}")
+            if problems:
+                ops = ", ".join(f"0x{raw[i][lane]:x}" for i in range(len(self.srcs)))
+                bad.append(f"lane {lane}: sources ({ops}): " + "; ".join(problems))
+        if not bad:
+            return None
+        return f"{self.line}: {len(bad)} of {len(want)} lanes differ ({self.doc})\n    " + "\n    ".join(bad[:6])
+
+
+def _ulp(x: float, f) -> float:
+    import math
+    if x == 0 or math.isinf(x):
+        return 2.0 ** (1 - f.bias - f.mbits)
+    e = max(math.frexp(abs(x))[1] - 1, 1 - f.bias)
+    return 2.0 ** (e - f.mbits)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# instruction texts with random legal modifiers
+
+
+def operand_text(arch: str, kind: str, reg: int, neg: bool = False, abs_: bool = False, hi: bool | None = None) -> str:
+    """v10, v[10:11], v10.h (gfx11 true16 halves), with -x / |x| float modifiers."""
+    if WIDTH.get(kind) == 64:
+        t = f"v[{reg}:{reg + 1}]"
+    elif WIDTH.get(kind) == 16 and arch == "gfx1100" and hi is not None:
+        t = f"v{reg}.{'h' if hi else 'l'}"
+    else:
+        t = f"v{reg}"
+    if abs_:
+        t = f"|{t}|"
+    return f"-{t}" if neg else t
+
+
+OMOD_TEXT = {0: "", 1: " mul:2", 2: " mul:4", 3: " div:2"}
+
+
+def verify(case) -> None:
+    """The body of every instruction test: run the case, xfail when unimplemented, fail on a mismatch."""
+    import pytest
+    reason = no_assembler_reason(case.arch)
+    if reason:
+        pytest.skip(reason)
+    try:
+        problem = case.check()
+    except Unimplemented as e:
+        pytest.xfail(f"unimplemented: {e}")
+    assert problem is None, problem
+
+
+def keep_accepted(arch: str, cases: list) -> tuple[list, list[str]]:
+    """The cases whose text LLVM's assembler accepts (assembled in one batch), and the rejected texts."""
+    if no_assembler_reason(arch):
+        return cases, []
+    assemble_all(arch, [c.line for c in cases])
+    ok = [c for c in cases if _CODE[(arch, c.line)][0] is not None]
+    return ok, [f"{c.line}: {_CODE[(arch, c.line)][1]}" for c in cases if _CODE[(arch, c.line)][0] is None]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the report
+
+
+def _report() -> int:
+    import importlib
+    import os
+    import traceback
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    modules = [m[:-3] for m in sorted(os.listdir(here)) if m.startswith("test_isa_") and m.endswith(".py")
+               and os.path.exists(os.path.join(here, m))]
+    harness = importlib.import_module("isa_harness")  # the module the tests use (this file runs as __main__)
+    mismatches: list[str] = []
+    checked = 0
+    for name in modules:
+        mod = importlib.import_module(name)
+        for case in mod.CASES:
+            try:
+                problem = case.check()
+            except harness.Unimplemented:
+                continue
+            except harness.Rejected as e:
+                print(f"rejected by the assembler: {e}")
+                continue
+            except Exception:  # an internal error of the core is a finding too
+                mismatches.append(f"[{case.arch}] {case.line}: internal error\n{traceback.format_exc(limit=3)}")
+                continue
+            checked += 1
+            if problem:
+                mismatches.append(f"[{case.arch}] {problem}")
+    for arch, lines in harness.UNIMPLEMENTED.items():
+        print(f"== {arch}: {len(lines)} unimplemented instruction forms")
+        for line in sorted(lines):
+            print(f"   {line}")
+    print(f"== {checked} instruction forms checked, {len(mismatches)} mismatching")
+    for m in mismatches:
+        print(m)
+    return 0
+
+
+if __name__ == "__main__":
+    if "--report" in sys.argv:
+        sys.exit(_report())
+    print(__doc__)
