@@ -1,5 +1,22 @@
-"""hcqsim: an emulator of AMD GPU user-mode queues, and a runtime that drives real or emulated GPUs."""
+"""hcqsim: an emulator of AMD GPU user-mode queues, and a runtime that drives real or emulated GPUs.
+
+Importing the package loads only the shared error types: `EmulatedGPU` is imported on first use, so a
+program that drives a real GPU through `hcqsim.runtime` never loads the emulator.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .errors import DeadlockError, DeviceFault, DeviceTimeout, Fault, HcqsimError
-from .gpu import EmulatedGPU
+
+if TYPE_CHECKING:
+    from .gpu import EmulatedGPU
 
 __all__ = ["EmulatedGPU", "Fault", "HcqsimError", "DeadlockError", "DeviceFault", "DeviceTimeout"]
+
+
+def __getattr__(name: str):
+    if name == "EmulatedGPU":
+        from .gpu import EmulatedGPU
+        return EmulatedGPU
+    raise AttributeError(f"module 'hcqsim' has no attribute {name!r}")

@@ -13,6 +13,12 @@ class HcqsimError(Exception):
     """Base of every error hcqsim raises on purpose."""
 
 
+def gpu_label(index: int, gpu_id: int | None = None) -> str:
+    """How every message names a GPU: its index in the machine and, once the driver gave it one, its
+    gpu_id (`GPU 0 (gpu_id 1829)`), so a report can be matched with the topology and the ioctls."""
+    return f"GPU {index}" if gpu_id is None else f"GPU {index} (gpu_id {gpu_id})"
+
+
 # ---------------------------------------------------------------------------------------------------
 # raised inside engines, caught by the GPU and turned into a Fault record that stops the queue
 
@@ -62,13 +68,14 @@ class Fault:
     access: str | None = None  # "read", "write", "execute"
     timestamp: int = 0  # virtual GPU clock at the fault
     where: str | None = None  # "ring" or "IB at 0x..."; for shader faults the kernel and PC
+    gpu_id: int | None = None  # the driver's name of GPU `gpu`, when it has one
 
     @property
     def is_vm_fault(self) -> bool:
         return self.address is not None
 
     def __str__(self) -> str:
-        place = f"GPU {self.gpu} {self.engine} queue {self.queue}"
+        place = f"{gpu_label(self.gpu, self.gpu_id)} {self.engine} queue {self.queue}"
         if self.ring_offset is not None:
             place += f", {self.where or 'ring'} offset 0x{self.ring_offset:x}"
         elif self.where:
@@ -97,6 +104,7 @@ class BlockedQueue:
     awaited: str  # e.g. ">= 0x5 (mask 0xffffffff)"
     current: int | None
     ring_offset: int | None = None
+    gpu: str = ""  # the GPU's label, e.g. "GPU 0 (gpu_id 1829)"
 
 
 class DeadlockError(HcqsimError):
@@ -111,7 +119,8 @@ class DeadlockError(HcqsimError):
             cur = "unreadable" if b.current is None else f"0x{b.current:x}"
             addr = "" if b.address is None else f" at 0x{b.address:x}"
             off = "" if b.ring_offset is None else f" (ring offset 0x{b.ring_offset:x})"
-            lines.append(f"  queue {b.queue} blocked{off}: wants value{addr} {b.awaited}, current {cur}")
+            on = f" on {b.gpu}" if b.gpu else ""
+            lines.append(f"  queue {b.queue}{on} blocked{off}: wants value{addr} {b.awaited}, current {cur}")
             lines.append(f"    {b.packet}")
         super().__init__("\n".join(lines))
 

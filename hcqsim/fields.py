@@ -69,9 +69,10 @@ class PacketFormat:
             raise ValueError(f"{self.name}: duplicate field names")
         self.by_name = {f.name: f for f in self.fields}
         self._strict = [f for f in self.fields if f.strict and f.enum is not None]
-        self._min_dw = max((f.dw + (2 if f.hi > 31 else 1) for f in self.fields), default=1)
+        # dwords every field needs; `fast_decoder` may only be given at least that many (decode_fast checks)
+        self.min_dwords = max((f.dw + (2 if f.hi > 31 else 1) for f in self.fields), default=1)
         self._decode = self._compile_decoder(self.fields, checked=False)
-        self._decode_fast = self._compile_decoder([f for f in self.fields if not f.hint or f in self._strict],
+        self.fast_decoder = self._compile_decoder([f for f in self.fields if not f.hint or f in self._strict],
                                                   checked=True)
 
     def _compile_decoder(self, fields, checked: bool):
@@ -98,7 +99,7 @@ class PacketFormat:
 
     def decode(self, dws, *, check: bool = True) -> dict[str, int]:
         """Field values of one packet from its dwords (`dws[0]` is the header)."""
-        if len(dws) < self._min_dw:
+        if len(dws) < self.min_dwords:
             missing = next(f for f in self.fields if f.dw + (2 if f.hi > 31 else 1) > len(dws))
             raise DecodeError(f"{self.name}: packet too short for field {missing.name} (dword {missing.dw})")
         out = self._decode(dws)
@@ -108,9 +109,9 @@ class PacketFormat:
 
     def decode_fast(self, dws) -> dict[str, int]:
         """What an engine needs to act: every field except hints, reserved values rejected."""
-        if len(dws) < self._min_dw:
+        if len(dws) < self.min_dwords:
             return self.decode(dws)  # raises the descriptive error
-        return self._decode_fast(dws)
+        return self.fast_decoder(dws)
 
     def _check(self, out: dict[str, int]) -> None:
         for f in self._strict:
@@ -144,7 +145,7 @@ class PacketFormat:
         """The packet with every field at its default (computed once)."""
         base = self.__dict__.get("_base")
         if base is None:
-            n = self.size if self.size is not None else max(self._min_dw, self.payload_dw if self.payload else 0)
+            n = self.size if self.size is not None else max(self.min_dwords, self.payload_dw if self.payload else 0)
             base = [0] * n
             for f in self.fields:
                 bits = f.default << f.lo

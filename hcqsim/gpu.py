@@ -18,14 +18,16 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import DeadlockError, EngineError, Fault, QueueError, RunawayError, VMFaultError
+from .engines.command_processor import PM4Queue
+from .engines.queue import EngineQueue, Stream
+from .engines.sdma_engine import SDMAEngine, SDMAQueue
+from .errors import DeadlockError, EngineError, Fault, QueueError, RunawayError, VMFaultError, gpu_label
+from .fields import PacketFormat
 from .memory import PAGE_SIZE, AddressSpace, VaWindow, host_view, page_align
-from .queue import Queue, Stream
 from .targets import Target, get_target
 
-CLOCK_HZ = 100_000_000
 _HEADER_NOISE = ("type", "opcode", "op")
-_HEX = re.compile(r"0x([0-9a-fA-F]+)")  # addresses in messages are canonicalised in traces  # the reference counter that RELEASE_MEM / SDMA TIMESTAMP write
+_HEX = re.compile(r"0x([0-9a-fA-F]+)")  # addresses in messages are canonicalised in traces
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class Interrupt:
 
 
 @dataclass
-class Buffer:
+class Allocation:
     """GPU memory from `EmulatedGPU.alloc`: `va` (same on CPU and GPU) and a numpy uint8 `view`."""
 
     va: int
@@ -81,7 +83,7 @@ class RunToBlock:
 
     name = "run_to_block"
 
-    def choose(self, ready: list[Queue]) -> tuple[Queue, int]:
+    def choose(self, ready: list[EngineQueue]) -> tuple[EngineQueue, int]:
         return ready[0], 1 << 62
 
 
@@ -93,7 +95,7 @@ class RoundRobin:
     def __init__(self):
         self._next = 0
 
-    def choose(self, ready: list[Queue]) -> tuple[Queue, int]:
+    def choose(self, ready: list[EngineQueue]) -> tuple[EngineQueue, int]:
         q = ready[self._next % len(ready)]
         self._next += 1
         return q, 1
@@ -107,7 +109,7 @@ class SeededRandom:
     def __init__(self, rng: random.Random, max_budget: int = 4):
         self.rng, self.max_budget = rng, max_budget
 
-    def choose(self, ready: list[Queue]) -> tuple[Queue, int]:
+    def choose(self, ready: list[EngineQueue]) -> tuple[EngineQueue, int]:
         return self.rng.choice(ready), self.rng.randint(1, self.max_budget)
 
 
@@ -119,7 +121,7 @@ class ExplicitChoices:
     def __init__(self, pick: Callable[[int], tuple[int, int]]):
         self.pick = pick
 
-    def choose(self, ready: list[Queue]) -> tuple[Queue, int]:
+    def choose(self, ready: list[EngineQueue]) -> tuple[EngineQueue, int]:
         i, budget = self.pick(len(ready))
         return ready[i % len(ready)], max(1, budget)
 
@@ -145,51 +147,56 @@ class EmulatedGPU:
     >>> gpu = EmulatedGPU(target="gfx1100", seed=0)
     >>> buf = gpu.alloc(4096); q = gpu.compute_queue()
     >>> q.submit(pm4.write_data(buf.va, [1, 2])); gpu.run()
+
+    `index` is its place in the machine and `gpu_id` what the driver calls it (the emulated KFD sets it);
+    `label` names the GPU in every message.
     """
 
     def __init__(self, target: str = "gfx1100", seed: int = 0, *, policy="run_to_block",
-                 window: VaWindow | None = None, index: int = 0, autorun: bool = True,
-                 trace_limit: int = 200_000, max_packets_per_run: int = 50_000_000,
+                 window: VaWindow | None = None, index: int = 0, gpu_id: int | None = None, autorun: bool = True,
+                 trace_limit: int = 200_000, interrupt_limit: int = 200_000, max_packets_per_run: int = 50_000_000,
                  cost: CostModel = CostModel(), shader: bool = True):
         self.target: Target = get_target(target)
-        self.seed, self.index, self.autorun = seed, index, autorun
+        self.seed, self.index, self.gpu_id, self.autorun = seed, index, gpu_id, autorun
+        self.label = gpu_label(index, gpu_id)
         self.rng = random.Random(seed)
         self.policy = make_policy(policy, self.rng)
         self._own_window = window is None
         self.window = window or VaWindow()
         self.memory = AddressSpace()
-        self.queues: list[Queue] = []
+        self.queues: list[EngineQueue] = []
         self.clock = 0
         self.cost = cost
         self.faults: list[Fault] = []
-        self.interrupts: list[Interrupt] = []
+        self.interrupts: deque[Interrupt] = deque(maxlen=interrupt_limit)  # the latest, like the trace
         self.interrupt_handlers: list[Callable[[Interrupt], None]] = []
         self.trace: deque = deque(maxlen=trace_limit)
         self.max_packets_per_run = max_packets_per_run
         self.uconfig: dict[int, int] = {}  # UCONFIG register file (absolute dword address -> value)
+        self.sdma_engines: dict[int, SDMAEngine] = {}  # created with their first queue
         self.shader_core = None  # .dispatch(queue, Dispatch) -> waves; None: DISPATCH_DIRECT is unsupported
         if shader:
             from .shader.core import ShaderCore
             self.shader_core = ShaderCore(self)
-        self._buffers: dict[int, Buffer] = {}
+        self._buffers: dict[int, Allocation] = {}
         self._running = False
         self._counts: dict[str, int] = {}
 
     # -- memory ------------------------------------------------------------------------------------
 
     def alloc(self, nbytes: int, kind: str = "gtt", *, executable: bool = False, writable: bool = True,
-              align: int = PAGE_SIZE, name: str = "") -> Buffer:
+              align: int = PAGE_SIZE, name: str = "") -> Allocation:
         """Allocate zeroed memory, mapped for this GPU and the CPU at the same address."""
         va = self.window.allocate(nbytes, align)
         size = page_align(nbytes)
         self.memory.map(va, size, kind, writable=writable, executable=executable, name=name or kind)
-        buf = Buffer(va, nbytes, kind, host_view(va, nbytes))
+        buf = Allocation(va, nbytes, kind, host_view(va, nbytes))
         self._buffers[va] = buf
         return buf
 
-    def free(self, buf: Buffer) -> None:
+    def free(self, buf: Allocation) -> None:
         if self._buffers.pop(buf.va, None) is None:
-            raise ValueError(f"0x{buf.va:x} is not a live allocation of GPU {self.index}")
+            raise ValueError(f"0x{buf.va:x} is not a live allocation of {self.label}")
         self.memory.unmap(buf.va)
         self.window.release(buf.va)
 
@@ -203,45 +210,50 @@ class EmulatedGPU:
         self._counts[engine] = n + 1
         return f"{engine}{n}"
 
-    def add_queue(self, queue: Queue) -> Queue:
+    def add_queue(self, queue: EngineQueue) -> EngineQueue:
         self.queues.append(queue)
         return queue
 
-    def create_compute_queue(self, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
+    def create_compute_queue(self, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int) -> PM4Queue:
         """A PM4 compute queue on caller-provided memory (the KFD CREATE_QUEUE path)."""
-        from .pm4 import ComputeQueue
-        return self.add_queue(ComputeQueue(self, self._name("pm4_"), ring_va, ring_size, rptr_va, wptr_va))
+        return self.add_queue(PM4Queue(self, self._name("pm4_"), ring_va, ring_size, rptr_va, wptr_va))
 
-    def create_sdma_queue(self, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int, engine: int = 0):
-        from .sdma import SdmaQueue
-        return self.add_queue(SdmaQueue(self, self._name("sdma_"), ring_va, ring_size, rptr_va, wptr_va,
-                                        engine_id=engine))
+    def sdma_engine(self, index: int) -> SDMAEngine:
+        engine = self.sdma_engines.get(index)
+        if engine is None:
+            engine = self.sdma_engines[index] = SDMAEngine(index)
+        return engine
 
-    def compute_queue(self, ring_size: int = 1 << 16):
+    def create_sdma_queue(self, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int,
+                          engine: int = 0) -> SDMAQueue:
+        """An SDMA queue of engine `engine` on caller-provided memory (the KFD CREATE_QUEUE path)."""
+        return self.add_queue(SDMAQueue(self, self._name("sdma_"), ring_va, ring_size, rptr_va, wptr_va,
+                                        self.sdma_engine(engine)))
+
+    def compute_queue(self, ring_size: int = 1 << 16) -> PM4Queue:
         """A PM4 compute queue with its ring and pointer page allocated here (the direct API)."""
         ring, ptrs = self.alloc(ring_size, name="pm4 ring"), self.alloc(PAGE_SIZE, name="pm4 rptr/wptr")
         q = self.create_compute_queue(ring.va, ring_size, ptrs.va, ptrs.va + 8)
         q.owned_buffers = [ring, ptrs]
         return q
 
-    def sdma_queue(self, ring_size: int = 1 << 16, engine: int = 0):
+    def sdma_queue(self, ring_size: int = 1 << 16, engine: int = 0) -> SDMAQueue:
         ring, ptrs = self.alloc(ring_size, name="sdma ring"), self.alloc(PAGE_SIZE, name="sdma rptr/wptr")
         q = self.create_sdma_queue(ring.va, ring_size, ptrs.va, ptrs.va + 8, engine)
         q.owned_buffers = [ring, ptrs]
         return q
 
-    def destroy_queue(self, queue: Queue) -> None:
+    def destroy_queue(self, queue: EngineQueue) -> None:
         if queue not in self.queues:
-            raise QueueError(f"queue {queue.name} does not belong to GPU {self.index}")
+            raise QueueError(f"queue {queue.name} does not belong to {self.label}")
         queue.destroyed = True
         self.queues.remove(queue)
 
-    def ring_doorbell(self, queue: Queue, value: int) -> None:
+    def ring_doorbell(self, queue: EngineQueue, value: int) -> None:
         """A doorbell write: the new write pointer. A progress point when `autorun` is on."""
         if not queue.active:
             raise QueueError(f"doorbell on {'faulted' if queue.fault else 'destroyed'} queue {queue.name}")
         queue.doorbell(value)
-        queue.ring.invalidate()
         if self.autorun:
             self.run()
 
@@ -270,14 +282,14 @@ class EmulatedGPU:
                 q, budget = self.policy.choose(ready)
                 executed += self._advance(q, min(budget, self.max_packets_per_run - executed + 1))
                 if executed > self.max_packets_per_run:
-                    raise RunawayError(f"GPU {self.index}: more than {self.max_packets_per_run} packets in one "
+                    raise RunawayError(f"{self.label}: more than {self.max_packets_per_run} packets in one "
                                        f"progress point (an IB chain that loops?); queues: "
                                        + "; ".join(q.status() for q in self.queues))
         finally:
             self._running = False
         return executed
 
-    def _advance(self, q: Queue, budget: int) -> int:
+    def _advance(self, q: EngineQueue, budget: int) -> int:
         before = q.packets
         try:
             q.advance(budget)
@@ -289,7 +301,7 @@ class EmulatedGPU:
             self._record_fault(q, err)
         return max(q.packets - before, 1)
 
-    def _record_fault(self, q: Queue, e: EngineError) -> Fault:
+    def _record_fault(self, q: EngineQueue, e: EngineError) -> Fault:
         stream, pos = q.current if q.current else (q.stack[-1], q.stack[-1].pos)
         q.current = None
         header, text = None, None
@@ -302,7 +314,7 @@ class EmulatedGPU:
         except Exception:  # the report keeps what could be read
             pass
         f = Fault(self.index, q.engine, q.name, e.kind, str(e), ring_offset=stream.offset(pos), header=header,
-                  packet=text, timestamp=self.clock, where=stream.label)
+                  packet=text, timestamp=self.clock, where=stream.label, gpu_id=self.gpu_id)
         if isinstance(e, VMFaultError):
             f.address, f.size, f.access = e.address, e.size, e.access
         q.fault = f
@@ -319,7 +331,7 @@ class EmulatedGPU:
     def tick(self, cost: int) -> None:
         self.clock += cost
 
-    def interrupt(self, source: str, ctxid: int, queue: Queue, fault: Fault | None = None) -> None:
+    def interrupt(self, source: str, ctxid: int, queue: EngineQueue, fault: Fault | None = None) -> None:
         irq = Interrupt(source, ctxid, queue.name, self.clock, fault)
         self.interrupts.append(irq)
         if source in ("cp_eop", "sdma_trap"):
@@ -327,14 +339,16 @@ class EmulatedGPU:
         for handler in self.interrupt_handlers:
             handler(irq)
 
-    def trace_packet(self, queue: Queue, stream: Stream, pos: int, fmt, values: list[int]) -> None:
-        """Engines append (clock, queue, "packet", (stream, pos, fmt, dwords)) directly on their hot path."""
-        self.trace.append((self.clock, queue.name, "packet", (stream, pos, fmt, values)))
+    # Every engine records through these three: entries are (clock, queue name, kind, data), decoded and
+    # printed only when `trace_lines` asks (the raw dwords are kept, not text, to stay off the hot path).
 
-    def trace_write(self, queue: Queue, addr: int, size: int, value: int) -> None:
+    def trace_packet(self, queue: EngineQueue, stream: Stream, pos: int, fmt: PacketFormat, dws: list[int]) -> None:
+        self.trace.append((self.clock, queue.name, "packet", (stream, pos, fmt, dws)))
+
+    def trace_write(self, queue: EngineQueue, addr: int, size: int, value: int) -> None:
         self.trace.append((self.clock, queue.name, "write", (addr, size, value)))
 
-    def trace_copy(self, queue: Queue, dst: int, src: int | None, size: int) -> None:
+    def trace_copy(self, queue: EngineQueue, dst: int, src: int | None, size: int) -> None:
         self.trace.append((self.clock, queue.name, "copy", (dst, src, size)))
 
     # -- trace -------------------------------------------------------------------------------------

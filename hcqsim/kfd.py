@@ -27,10 +27,10 @@ from typing import Callable
 
 from . import kfd_uapi as k
 from .errors import DeadlockError, Fault
+from .boundary import KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, PROT_NONE, OSBoundary
+from .engines.queue import EngineQueue as Queue
 from .gpu import EmulatedGPU, Interrupt
 from .memory import PAGE_SIZE, MemoryError_, VaWindow, page_align
-from .queue import Queue
-from .runtime.boundary import KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, PROT_NONE, OSBoundary
 from .targets import Target, get_target
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,26 +1,21 @@
-"""PM4 type-3 packets (formats, builders, disassembler) and the compute command processor.
+"""PM4 type-3 packets: formats, builders and disassembler (the language of the compute command processor).
 
 Layouts are HARDWARE_FACTS section 3, written once as `PacketFormat` tables per family (gfx11 = RDNA3,
 gfx9 = CDNA3 gfx942; they differ in RELEASE_MEM cache bits and ACQUIRE_MEM). The same tables build
-packets (`encode` and the builder functions the runtime uses), decode them in `ComputeQueue`, and
-print them (`disassemble`, fault reports, traces).
+packets (`encode` and the builder functions the runtime uses), decode them in the emulated command
+processor (`hcqsim.engines.command_processor`), and print them (`disassemble`, fault reports, traces).
 
-Emulation model: memory is coherent and dispatches complete synchronously, so cache-control fields
-(GCR bits, cache policies, WR_CONFIRM) decode and are checked but have nothing to act on, and an
-end-of-pipe RELEASE_MEM writes as soon as the CP reaches it (all earlier work has finished).
+This module is shared by the runtime and the emulator, so it imports neither.
 """
 from __future__ import annotations
 
-from array import array
+import struct
 from dataclasses import replace
 
 from .atomics import OP_NAMES as ATOMIC_OP_NAMES
-from .atomics import apply as apply_atomic
-from .atomics import decode_op as decode_atomic
-from .dispatch import SH_BASE, SH_END, UCONFIG_BASE, UCONFIG_END, decode_dispatch, reg_name
-from .errors import DecodeError, UnsupportedError
+from .compare import NAMES as COMPARE_NAMES
 from .fields import F, PacketFormat
-from .queue import COMPARE, COMPARE_NAMES, Queue, Stream, Wait
+from .registers import SH_BASE, UCONFIG_BASE
 
 # ---------------------------------------------------------------------------------------------------
 # header (HARDWARE_FACTS 3.1) and opcodes (3.2)
@@ -56,7 +51,9 @@ HEADER = (F("type", 0, 31, 30), F("count", 0, 29, 16), F("opcode", 0, 15, 8), F(
 
 # enums shared by several packets
 CACHE_POLICY = {0: "LRU", 1: "STREAM", 2: "NOA", 3: "BYPASS"}
-FUNCTION = {k: v for k, v in COMPARE_NAMES.items()}
+FUNCTION = dict(COMPARE_NAMES)
+MEM_SPACE = {0: "REGISTER", 1: "MEMORY"}
+WAIT_OPERATION = {0: "WAIT", 1: "WRITE_WAIT", 3: "WAIT_PREEMPTABLE"}
 WRITE_DATA_DST = {0: "REG", 1: "MEM_SYNC", 2: "TC_L2", 3: "GDS", 5: "MEM", 6: "ADC"}
 EVENT_TYPES = {0x04: "CACHE_FLUSH_TS", 0x06: "CACHE_FLUSH", 0x07: "CS_PARTIAL_FLUSH",
                0x14: "CACHE_FLUSH_AND_INV_TS_EVENT", 0x16: "CACHE_FLUSH_AND_INV_EVENT", 0x17: "PERFCOUNTER_START",
@@ -77,10 +74,31 @@ COPY_DST = {0: "REG", 2: "TC_L2", 3: "GDS", 4: "PERF", 5: "MEM", 6: "REG_DC"}
 DMA_SRC = {0: "ADDR", 1: "GDS", 2: "DATA", 3: "ADDR_L2"}
 DMA_DST = {0: "ADDR", 1: "GDS", 3: "ADDR_L2"}
 ATOMIC_COMMAND = {0: "SINGLE_PASS", 1: "LOOP_UNTIL_COMPARE", 2: "WAIT_FOR_WRITE_CONFIRM", 3: "SEND_AND_CONTINUE"}
+TYPE_NAMES = {0: "type-0 (register write; privileged)", 1: "type-1 (reserved)", 2: "type-2 (legacy filler)"}
 GCR_CNTL_FIELDS = (  # ACQUIRE_MEM dw7 on gfx11; SDMA GCR_REQ carries the same 19 bits
     ("gli_inv", 1, 0), ("gl1_range", 3, 2), ("glm_wb", 4, 4), ("glm_inv", 5, 5), ("glk_wb", 6, 6),
     ("glk_inv", 7, 7), ("glv_inv", 8, 8), ("gl1_inv", 9, 9), ("gl2_us", 10, 10), ("gl2_range", 12, 11),
     ("gl2_discard", 13, 13), ("gl2_inv", 14, 14), ("gl2_wb", 15, 15), ("seq", 17, 16), ("range_is_pa", 18, 18))
+
+
+
+def code(enum: dict[int, str], name: str) -> int:
+    """The value of `name` in one of the enum tables above (KeyError for a name the table lacks)."""
+    for value, n in enum.items():
+        if n == name:
+            return value
+    raise KeyError(f"no value named {name!r} in {sorted(enum.values())}")
+
+
+def codes(enum: dict[int, str], *names: str) -> frozenset[int]:
+    """The values of several names of one enum table, as a set to test membership against."""
+    return frozenset(code(enum, n) for n in names)
+
+
+# Events that only an end-of-pipe packet may carry (RELEASE_MEM; EVENT_WRITE refuses them).
+END_OF_PIPE_EVENTS = codes(EVENT_TYPES, "CACHE_FLUSH_TS", "CACHE_FLUSH_AND_INV_TS_EVENT", "BOTTOM_OF_PIPE_TS",
+                           "CS_DONE")
+CS_PARTIAL_FLUSH = code(EVENT_TYPES, "CS_PARTIAL_FLUSH")
 
 
 # Fields with no effect in the emulator (memory is coherent, the CP does not poll on a timer, one VMID):
@@ -109,9 +127,8 @@ _COMMON = [
                         F("wr_confirm", 1, 20), F("cache_policy", 1, 26, 25, enum=CACHE_POLICY),
                         F("engine_sel", 1, 31, 30), _addr("dst_addr", 2)), payload="data", payload_dw=4),
     _fmt("WAIT_REG_MEM", (F("function", 1, 2, 0, enum=FUNCTION, strict=True),
-                          F("mem_space", 1, 5, 4, enum={0: "REGISTER", 1: "MEMORY"}, strict=True),
-                          F("operation", 1, 7, 6, enum={0: "WAIT", 1: "WRITE_WAIT", 3: "WAIT_PREEMPTABLE"},
-                            strict=True),
+                          F("mem_space", 1, 5, 4, enum=MEM_SPACE, strict=True),
+                          F("operation", 1, 7, 6, enum=WAIT_OPERATION, strict=True),
                           F("engine_sel", 1, 9, 8), F("cache_policy", 1, 26, 25, enum=CACHE_POLICY),
                           _addr("poll_addr", 2), F("reference", 4, 31, 0), F("mask", 5, 31, 0),
                           F("poll_interval", 6, 15, 0), F("optimize_ace_offload_mode", 6, 31)), size=7),
@@ -250,7 +267,7 @@ def event_write(event_type: int, event_index: int, address: int | None = None) -
 
 
 def cs_partial_flush() -> list[int]:
-    return event_write(0x07, 4)
+    return event_write(CS_PARTIAL_FLUSH, code(EVENT_INDEX, "CS_PARTIAL_FLUSH"))
 
 
 def set_sh_reg(reg: int, values: list[int]) -> list[int]:
@@ -318,7 +335,6 @@ def describe(dws, family: str = "gfx11", canon=None) -> str:
 
 def disassemble(data, family: str = "gfx11") -> str:
     """One line per packet: `offset: NAME field=value ...` (offsets in bytes)."""
-    import struct
     dws = list(struct.unpack(f"<{len(data) // 4}I", bytes(data))) if isinstance(data, (bytes, bytearray)) \
         else [int(d) & 0xFFFFFFFF for d in data]
     lines, i = [], 0
@@ -332,338 +348,3 @@ def disassemble(data, family: str = "gfx11") -> str:
         lines.append(f"{4 * i:06x}: {text}")
         i += n
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------------
-# the compute command processor (one MEC queue)
-
-
-class ComputeQueue(Queue):
-    """A PM4 compute queue: ring in dwords, 64-bit wptr, rptr reported to memory, up to two IB levels."""
-
-    engine = "pm4"
-    ptr_unit = 4
-    max_ib_depth = 2  # IB1 and IB2
-
-    def __init__(self, gpu, name, ring_va, ring_size, rptr_va, wptr_va):
-        super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
-        self.family = gpu.target.family
-        self.fmts = formats(self.family)
-        self.regs: dict[int, int] = {}  # this queue's SH register state (absolute dword address -> value)
-        self.atomic_return = 0  # pre-op value of the last ATOMIC_MEM, for COPY_DATA SRC_SEL 6
-        self.dispatches = 0
-        handlers = {OP[name[5:]]: getattr(self, name) for name in dir(self) if name.startswith("_exec")
-                    and name[5:] in OP}
-        self._ops = {op: (fmt, handlers[op], fmt.size) for op, fmt in self.fmts.items()}  # the decode table
-        self._packet_cost = gpu.cost.packet
-
-    def write_back_rptr(self) -> None:
-        # The CP reports its read offset as a wrapped dword offset (amdgpu reads 32 bits). [uncertain]
-        ring_dw = self.ring_size // 4
-        self.gpu.memory.write_u32(self.rptr_va, self.rptr % ring_dw)
-
-    def disassemble_at(self, stream: Stream, pos: int):
-        hdr = stream.dwords(pos, 1)[0]
-        n = packet_size(hdr) if hdr >> 30 == TYPE3 else 1
-        try:
-            dws = stream.dwords(pos, n)
-        except DecodeError:
-            avail = max(0, (stream.end - pos) // 4)
-            return hdr, describe(stream.dwords(pos, avail) if avail else [hdr], self.family) + " (truncated)"
-        return hdr, describe(dws, self.family, canon=self.gpu.canonical)
-
-    # -- the fetch/decode/execute step -------------------------------------------------------------
-
-    def execute(self, stream: Stream) -> None:
-        pos = stream.pos
-        buf, i = stream._buf, (pos - stream._buf_pos) >> 2
-        hdr = buf[i] if 0 <= i < len(buf) else stream.dword(pos)  # cached ring dwords: the fast path
-        if hdr >> 30 != TYPE3:
-            kind = {0: "type-0 (register write; privileged)", 1: "type-1 (reserved)", 2: "type-2 (legacy filler)"}
-            raise DecodeError(f"{kind[hdr >> 30]} packet 0x{hdr:08x} is not accepted on a user compute queue")
-        op = (hdr >> 8) & 0xFF
-        entry = self._ops.get(op)
-        if entry is None:
-            if op in OPCODES:
-                raise UnsupportedError(f"PM4 {OPCODES[op]} (opcode 0x{op:02x}) is not emulated on compute queues")
-            raise DecodeError(f"unknown PM4 opcode 0x{op:02x}")
-        fmt, handler, size = entry
-        count = (hdr >> 16) & COUNT_MAX
-        n = 1 if op == 0x10 and count == NOP_ONE_DWORD else count + 2
-        if size is not None and n != size:
-            raise DecodeError(f"{fmt.name}: header count {n - 2} makes {n} dwords, the packet is {size}")
-        dws = buf[i:i + n] if 0 <= i and i + n <= len(buf) and pos + 4 * n <= stream.end else stream.dwords(pos, n)
-        values = fmt.decode_fast(dws)
-        if hdr & 1:
-            raise UnsupportedError(f"{fmt.name}: predicated packets (SET_PREDICATION state) are not emulated")
-        gpu = self.gpu
-        gpu.trace.append((gpu.clock, self.name, "packet", (stream, pos, fmt, dws)))
-        gpu.clock += self._packet_cost
-        stream.pos = pos + 4 * n
-        handler(stream, pos, values)
-
-    # -- packets -----------------------------------------------------------------------------------
-
-    def _execNOP(self, stream, pos, v):
-        pass
-
-    def _execWRITE_DATA(self, stream, pos, v):
-        data = v["data"]
-        if not data:
-            raise DecodeError("WRITE_DATA without data dwords")
-        sel = v["dst_sel"]
-        if sel == 0:
-            for i, d in enumerate(data):
-                self.write_register(v["dst_addr"] & 0x3FFFF if v["wr_one_addr"] else (v["dst_addr"] & 0x3FFFF) + i, d)
-            return
-        if sel not in (1, 2, 5):
-            raise UnsupportedError(f"WRITE_DATA DST_SEL {WRITE_DATA_DST[sel]} is not emulated")
-        addr = v["dst_addr"] & ~3  # the address field is [31:2]: low bits ignored
-        mem = self.gpu.memory
-        if len(data) == 1 or v["wr_one_addr"]:
-            for d in data:
-                mem.write_u32(addr, d)
-            gpu = self.gpu
-            gpu.trace.append((gpu.clock, self.name, "write", (addr, 4, data[-1])))
-        else:
-            mem.write(addr, _pack(data))
-            self.gpu.trace_write(self, addr, 4 * len(data), _join(data))
-
-    def _execWAIT_REG_MEM(self, stream, pos, v):
-        func, ref, mask = v["function"], v["reference"], v["mask"]
-        if v["operation"] == 1:  # write REFERENCE to a register, then poll another: the HDP flush handshake
-            if v["mem_space"] != 0:
-                raise DecodeError("WAIT_REG_MEM OPERATION WRITE_WAIT needs MEM_SPACE REGISTER")
-            # HDP flush request/done: no host write buffer exists in the emulator, the flush is done at once.
-            self.gpu.tick(self.gpu.cost.packet)
-            return
-        if v["mem_space"] == 1:
-            addr = v["poll_addr"] & ~3
-            self.gpu.memory.check(addr, 4, "read")
-            read = lambda: self.gpu.memory.read_u32(addr)
-        else:
-            reg = v["poll_addr"] & 0x3FFFF
-            addr = None
-            read = lambda: self.read_register(reg)
-        if COMPARE[func](read() & mask, ref):
-            return
-        stream.pos = pos  # stall here; the scheduler re-checks the condition
-        self.wait = Wait(self.disassemble_at(stream, pos)[1], 28, read, func, ref, mask, addr, stream.offset(pos))
-
-    def _execINDIRECT_BUFFER(self, stream, pos, v):
-        if not v["valid"]:
-            raise DecodeError("INDIRECT_BUFFER with VALID = 0")
-        if v["priv"]:
-            raise DecodeError("INDIRECT_BUFFER with PRIV = 1 is not allowed on a user queue")
-        if v["ib_base"] & 3:
-            raise DecodeError(f"INDIRECT_BUFFER base 0x{v['ib_base']:x} is not dword aligned")
-        if v["ib_size"] == 0:
-            raise DecodeError("INDIRECT_BUFFER with IB_SIZE 0")
-        if v["chain"] and not stream.is_ring:
-            self.stack.pop()  # CHAIN: the new IB replaces the current one instead of returning to it
-        self.push_ib(v["ib_base"], 4 * v["ib_size"])
-
-    def _execEVENT_WRITE(self, stream, pos, v):
-        etype, index = v["event_type"], v["event_index"]
-        name = EVENT_TYPES.get(etype, f"event 0x{etype:x}")
-        if etype == 0x07:  # CS_PARTIAL_FLUSH: wait for earlier dispatches; they completed synchronously
-            if index != 4:
-                raise DecodeError(f"EVENT_WRITE CS_PARTIAL_FLUSH needs EVENT_INDEX 4, got {index}")
-        elif etype in (0x06, 0x16):  # cache flush (and invalidate): memory is coherent in the emulator
-            if index != 0:
-                raise DecodeError(f"EVENT_WRITE {name} needs EVENT_INDEX 0, got {index}")
-        elif etype in (0x04, 0x14, 0x28, 0x2F):
-            raise DecodeError(f"EVENT_WRITE {name} is an end-of-pipe/timestamp event: use RELEASE_MEM")
-        else:
-            raise UnsupportedError(f"EVENT_WRITE {name} (index {index}) is not emulated")
-        if v["address"]:
-            raise DecodeError(f"EVENT_WRITE {name} carries an address; only sample events have one")
-
-    def _execSET_SH_REG(self, stream, pos, v):
-        if v["index"] not in (0, 1):
-            raise UnsupportedError(f"SET_SH_REG INDEX {v['index']} is not emulated")
-        self._set_regs("SET_SH_REG", SH_BASE, SH_END, v)
-
-    def _execSET_UCONFIG_REG(self, stream, pos, v):
-        if v["index"] != 0:
-            raise UnsupportedError(f"SET_UCONFIG_REG INDEX {v['index']} is not emulated")
-        self._set_regs("SET_UCONFIG_REG", UCONFIG_BASE, UCONFIG_END, v)
-
-    def _set_regs(self, name, base, end, v):
-        values = v["values"]
-        if not values:
-            raise DecodeError(f"{name} without register values")
-        first = base + v["reg_offset"]
-        if first + len(values) > end:
-            raise DecodeError(f"{name} writes registers 0x{first:x}..0x{first + len(values) - 1:x}, "
-                              f"past the end of its range 0x{base:x}..0x{end - 1:x}")
-        for i, value in enumerate(values):
-            self.write_register(first + i, value)
-
-    def _execRELEASE_MEM(self, stream, pos, v):
-        etype, index = v["event_type"], v["event_index"]
-        if index not in (5, 6):
-            raise DecodeError(f"RELEASE_MEM EVENT_INDEX {index}: must be 5 (END_OF_PIPE) or 6 (SHADER_DONE)")
-        if etype not in (0x04, 0x14, 0x28, 0x2F):
-            raise UnsupportedError(f"RELEASE_MEM event {EVENT_TYPES.get(etype, hex(etype))} is not an end-of-pipe "
-                                   f"event hcqsim emulates")
-        if v["dst_sel"] not in (0, 1):
-            raise UnsupportedError(f"RELEASE_MEM DST_SEL {RELEASE_DST[v['dst_sel']]} is not emulated")
-        data_sel, int_sel = v["data_sel"], v["int_sel"]
-        if int_sel == 1 and data_sel != 0:
-            raise DecodeError("RELEASE_MEM INT_SEL INT_ONLY requires DATA_SEL NONE")
-        if int_sel in (5, 6) and data_sel != 0:
-            raise DecodeError("RELEASE_MEM INT_SEL 5/6 compare against memory: DATA_SEL must be NONE")
-        mem = self.gpu.memory
-        if data_sel == 1:
-            addr = v["addr"] & ~3
-            mem.write_u32(addr, v["data"])
-            self.gpu.trace_write(self, addr, 4, v["data"] & 0xFFFFFFFF)
-        elif data_sel in (2, 3):
-            addr = v["addr"] & ~7
-            value = v["data"] if data_sel == 2 else self.gpu.clock
-            mem.write_u64(addr, value)
-            self.gpu.trace_write(self, addr, 8, value)
-        elif data_sel != 0:
-            raise UnsupportedError(f"RELEASE_MEM DATA_SEL {DATA_SEL[data_sel]} is not emulated")
-        if int_sel in (2, 4) or (int_sel == 1):
-            self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
-        elif int_sel in (5, 6):
-            width = 4 if int_sel == 5 else 8
-            addr = v["addr"] & ~(width - 1)
-            cur = mem.read_u32(addr) if width == 4 else mem.read_u64(addr)
-            if cur == v["data"] & ((1 << 8 * width) - 1):
-                self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
-
-    def _execACQUIRE_MEM(self, stream, pos, v):
-        if self.family == "gfx11" and v["coher_cntl"]:
-            raise UnsupportedError(f"ACQUIRE_MEM legacy COHER_CNTL 0x{v['coher_cntl']:x} (0 on gfx10+)")
-        # Cache invalidation/write-back has nothing to act on: emulated memory is coherent.
-
-    def _execCOPY_DATA(self, stream, pos, v):
-        size = 8 if v["count_sel"] else 4
-        src_sel, dst_sel = v["src_sel"], v["dst_sel"]
-        if src_sel in (1, 2):
-            addr = v["src_addr"] & ~(size - 1)
-            value = self.gpu.memory.read_u64(addr) if size == 8 else self.gpu.memory.read_u32(addr)
-        elif src_sel == 5:
-            value = v["src_addr"] & ((1 << 8 * size) - 1)
-        elif src_sel == 0:
-            reg = v["src_addr"] & 0x3FFFF
-            value = self.read_register(reg) | (self.read_register(reg + 1) << 32 if size == 8 else 0)
-        elif src_sel == 6:
-            value = self.atomic_return & ((1 << 8 * size) - 1)
-        elif src_sel == 9:
-            value = self.gpu.clock & ((1 << 8 * size) - 1)
-        else:
-            raise UnsupportedError(f"COPY_DATA SRC_SEL {COPY_SRC[src_sel]} is not emulated")
-        if dst_sel in (2, 5):
-            addr = v["dst_addr"] & ~(size - 1)
-            (self.gpu.memory.write_u64 if size == 8 else self.gpu.memory.write_u32)(addr, value)
-            self.gpu.trace_write(self, addr, size, value)
-        elif dst_sel == 0:
-            reg = v["dst_addr"] & 0x3FFFF
-            self.write_register(reg, value & 0xFFFFFFFF)
-            if size == 8:
-                self.write_register(reg + 1, value >> 32)
-        else:
-            raise UnsupportedError(f"COPY_DATA DST_SEL {COPY_DST[dst_sel]} is not emulated")
-
-    def _execATOMIC_MEM(self, stream, pos, v):
-        name, bits, returns = decode_atomic(v["atomic"])
-        size = bits // 8
-        addr = v["addr"]
-        if addr % size:
-            raise DecodeError(f"ATOMIC_MEM {ATOMIC_OP_NAMES[v['atomic']]} address 0x{addr:x} is not "
-                              f"{size}-byte aligned")
-        mem = self.gpu.memory
-        read = (lambda: mem.read_u64(addr)) if size == 8 else (lambda: mem.read_u32(addr))
-        mem.check(addr, size, "write")
-        old = read()
-        if v["command"] == 1:  # loop until the compare-swap succeeds: a wait on memory == CMP_DATA
-            if name not in ("CMPSWAP", "FCMPSWAP"):
-                raise DecodeError(f"ATOMIC_MEM COMMAND LOOP_UNTIL_COMPARE needs a compare-swap op, got {name}")
-            if old != v["cmp_data"] & ((1 << bits) - 1):
-                stream.pos = pos
-                self.wait = Wait(self.disassemble_at(stream, pos)[1], 0, read, 3, v["cmp_data"] & ((1 << bits) - 1),
-                                 (1 << bits) - 1, addr, stream.offset(pos))  # size 0: re-execute
-                return
-        new = apply_atomic(name, bits, old, v["src_data"], v["cmp_data"])
-        (mem.write_u64 if size == 8 else mem.write_u32)(addr, new)
-        if returns:  # only RTN ops deliver the pre-op value (COPY_DATA SRC_SEL 6)
-            self.atomic_return = old
-        self.gpu.trace_write(self, addr, size, new)
-
-    def _execDMA_DATA(self, stream, pos, v):
-        n = v["byte_count"]
-        if v["sas"] or v["das"]:
-            raise UnsupportedError("DMA_DATA with register source/destination (SAS/DAS) is not emulated")
-        if v["dst_sel"] == 1 or v["src_sel"] == 1:
-            raise UnsupportedError("DMA_DATA to or from GDS is not emulated")
-        mem, dst = self.gpu.memory, v["dst_addr"]
-        if n == 0:
-            return
-        if v["src_sel"] == 2:  # immediate: fill with the DATA dword
-            pattern = (v["src_addr"] & 0xFFFFFFFF).to_bytes(4, "little")
-            if v["daic"]:
-                mem.write(dst, pattern[:min(n, 4)])
-            else:
-                mem.fill(dst, pattern, n)
-        else:
-            src = v["src_addr"]
-            if v["saic"] and v["daic"]:
-                mem.copy(dst, src, min(n, 4))
-            elif v["saic"]:  # source address does not increment: repeat the dword at src
-                mem.fill(dst, mem.read(src, 4), n)
-            elif v["daic"]:  # destination does not increment: the last dword lands
-                mem.check(src, n, "read")
-                mem.copy(dst, src + max(0, (n - 1) // 4 * 4), min(4, n))
-            else:
-                mem.copy(dst, src, n)
-        self.gpu.tick(self.gpu.cost.copy(n))
-        self.gpu.trace_copy(self, dst, None if v["src_sel"] == 2 else v["src_addr"], n)
-
-    def _execDISPATCH_DIRECT(self, stream, pos, v):
-        dims = (v["dim_x"], v["dim_y"], v["dim_z"])
-        d = decode_dispatch(self.name, self.regs, dims, v["dispatch_initiator"],
-                            wave32_capable=self.gpu.target.is_gfx11, rsrc3_reg=self.gpu.target.rsrc3_reg)
-        self.gpu.memory.check(d.pgm_addr, 4, "execute")
-        core = self.gpu.shader_core
-        if core is None:
-            raise UnsupportedError(f"DISPATCH_DIRECT {dims} of the program at 0x{d.pgm_addr:x}: no shader core is "
-                                   f"attached to this GPU (registers decoded and checked)")
-        for reg, value in zip((0x2E00, 0x2E01, 0x2E02, 0x2E03), (v["dispatch_initiator"], *dims)):
-            self.regs[reg] = value
-        self.dispatches += 1
-        waves = core.dispatch(self, d)
-        self.gpu.tick(self.gpu.cost.wave * (waves or 0))
-
-    def _execDISPATCH_INDIRECT(self, stream, pos, v):
-        raise UnsupportedError("DISPATCH_INDIRECT on a compute queue is not emulated (layout uncertain)")
-
-    # -- registers ---------------------------------------------------------------------------------
-
-    def write_register(self, reg: int, value: int) -> None:
-        if SH_BASE <= reg < SH_END:
-            self.regs[reg] = value & 0xFFFFFFFF
-        elif UCONFIG_BASE <= reg < UCONFIG_END:
-            self.gpu.uconfig[reg] = value & 0xFFFFFFFF
-        else:
-            raise UnsupportedError(f"write to {reg_name(reg)} (0x{reg:x}): only SH and UCONFIG registers are "
-                                   f"modelled on a user queue")
-
-    def read_register(self, reg: int) -> int:
-        if SH_BASE <= reg < SH_END:
-            return self.regs.get(reg, 0)
-        if UCONFIG_BASE <= reg < UCONFIG_END:
-            return self.gpu.uconfig.get(reg, 0)
-        raise UnsupportedError(f"read of {reg_name(reg)} (0x{reg:x}): only SH and UCONFIG registers are modelled")
-
-
-def _pack(data: list[int]) -> bytes:
-    return array("I", data).tobytes()
-
-
-def _join(data: list[int]) -> int:
-    """Dwords as one little-endian integer (for the trace)."""
-    return int.from_bytes(_pack(data), "little")

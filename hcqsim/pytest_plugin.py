@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from .runtime import KFD_PATH, NoDeviceError, RealOS, open_device, open_devices, parse_spec
+from .boundary import KFD_PATH
+from .runtime import NoDeviceError, RealOS, open_device, open_devices, parse_spec
 
 
 def pytest_addoption(parser):

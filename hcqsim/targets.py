@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .registers import RSRC3_REG
+
 
 @dataclass(frozen=True)
 class Target:
@@ -12,7 +14,6 @@ class Target:
     wave_size: int
     sdma_version: tuple[int, int, int]
     sdma_copy_count_bits: int  # width of COPY_LINEAR / CONST_FILL COUNT (bytes - 1)
-    rsrc3_reg: int  # absolute dword address of COMPUTE_PGM_RSRC3
     # sysfs topology facts (HARDWARE_FACTS 2.5)
     simd_count: int
     array_count: int
@@ -23,6 +24,11 @@ class Target:
     device_id: int
     num_xcc: int = 1
     lds_size_in_kb: int = 64
+
+    @property
+    def rsrc3_reg(self) -> int:
+        """Absolute dword address of COMPUTE_PGM_RSRC3 (it moved between generations)."""
+        return RSRC3_REG[self.family]
 
     @property
     def is_gfx11(self) -> bool:
@@ -39,10 +45,10 @@ class Target:
 
 
 TARGETS = {
-    "gfx1100": Target("gfx1100", "gfx11", 110000, 32, (6, 0, 0), 30, 0x2E28,
+    "gfx1100": Target("gfx1100", "gfx11", 110000, 32, (6, 0, 0), 30,
                       simd_count=192, array_count=12, simd_arrays_per_engine=2, cu_per_simd_array=8,
                       simd_per_cu=2, max_waves_per_simd=16, device_id=0x744C),
-    "gfx942": Target("gfx942", "gfx9", 90402, 64, (4, 4, 2), 22, 0x2E2D,
+    "gfx942": Target("gfx942", "gfx9", 90402, 64, (4, 4, 2), 22,
                      simd_count=1216, array_count=32, simd_arrays_per_engine=1, cu_per_simd_array=10,
                      simd_per_cu=4, max_waves_per_simd=8, device_id=0x74A1, num_xcc=8),
 }

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from hcqsim import kfd_uapi as K
-from hcqsim.runtime.boundary import MAP_ANONYMOUS, MAP_PRIVATE, PROT_READ, PROT_WRITE, RealOS
+from hcqsim.boundary import MAP_ANONYMOUS, MAP_PRIVATE, PROT_READ, PROT_WRITE
+from hcqsim.runtime.real_os import RealOS
 
 
 @pytest.fixture

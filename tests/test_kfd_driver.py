@@ -11,10 +11,10 @@ import pytest
 
 from hcqsim import kfd_uapi as k
 from hcqsim import pm4
+from hcqsim.boundary import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, PROT_READ,
+                             PROT_WRITE)
 from hcqsim.errors import DeadlockError
 from hcqsim.kfd import EmulatedSystem, queue_sizes
-from hcqsim.runtime.boundary import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE,
-                                     PROT_READ, PROT_WRITE)
 from hcqsim.targets import get_target
 
 ROOT = "/sys/devices/virtual/kfd/kfd/topology"

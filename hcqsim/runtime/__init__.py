@@ -5,9 +5,10 @@ on /dev/kfd. The code above the boundary is the same for both.
 """
 from __future__ import annotations
 
-from .boundary import KFD_PATH, OSBoundary, RealOS
+from ..boundary import KFD_PATH, OSBoundary
 from .device import Buffer, Device, KFDProcess
 from .queues import ComputeQueue, CopyQueue
+from .real_os import RealOS
 from .signal import Signal
 
 __all__ = ["open_device", "open_devices", "parse_spec", "Device", "Buffer", "Signal", "ComputeQueue", "CopyQueue",

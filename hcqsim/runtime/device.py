@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import kfd_uapi as K
+from ..boundary import (KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE,
+                        PROT_READ, PROT_WRITE, OSBoundary)
 from ..errors import DeadlockError, DeviceFault, DeviceTimeout, HcqsimError
-from .boundary import KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, \
-    PROT_READ, PROT_WRITE, OSBoundary
 from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, chunks
 from .signal import SIGNAL_SIZE, Signal
 from .topology import GpuNode, gpu_nodes

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from .. import pm4
 from ..codeobject import CodeObject, Kernel
-from ..dispatch import REGS
+from ..registers import LDS_GRANULE, REGS, RSRC3_REG, initiator as initiator_bits
 
 if TYPE_CHECKING:
     from .device import Buffer, Device
@@ -24,9 +24,6 @@ SHARED_APERTURE_BASE = 1 << 48
 PRIVATE_APERTURE_BASE = 2 << 48
 AQL_PACKET_SIZE = 64
 QUEUE_DESCRIPTOR_SIZE = 256  # an amd_queue_t-sized zeroed block for kernels that ask for queue_ptr
-LDS_GRANULE = 512  # RSRC2.LDS_SIZE unit on gfx9/gfx11
-INITIATOR_COMPUTE_SHADER_EN, INITIATOR_PARTIAL_TG_EN, INITIATOR_FORCE_START_AT_000 = 1 << 0, 1 << 1, 1 << 2
-INITIATOR_USE_THREAD_DIMENSIONS, INITIATOR_CS_W32_EN = 1 << 5, 1 << 15
 
 
 @dataclass
@@ -61,7 +58,7 @@ def load_program(device: "Device", code_object: bytes | CodeObject, name: str) -
     return Program(device, kernel, buf)
 
 
-def _dims(size: int | Sequence[int]) -> tuple[int, int, int]:
+def launch_dims(size: int | Sequence[int]) -> tuple[int, int, int]:
     t = (size,) if isinstance(size, int) else tuple(size)
     if not 1 <= len(t) <= 3 or any(not isinstance(x, int) or x < 1 for x in t):
         raise ValueError(f"sizes must be 1 to 3 positive integers, got {size!r}")
@@ -176,23 +173,19 @@ def dispatch_packets(program: Program, launch: Launch, user: list[int], family: 
     lds_granules = -(-k.group_segment_fixed_size // LDS_GRANULE)
     rsrc2 = (k.compute_pgm_rsrc2 & ~(0x1FF << 15)) | (lds_granules & 0x1FF) << 15
     entry = program.entry_va
-    wave32 = k.wavefront_size32
-    initiator = INITIATOR_COMPUTE_SHADER_EN | INITIATOR_FORCE_START_AT_000 | (INITIATOR_CS_W32_EN if wave32 else 0)
     threads = []
     for l, r in zip(launch.local_size, launch.remainder):
         threads.append(l | (r << 16 if launch.partial else 0))
-    if launch.partial:  # the CP launches the trailing partial groups with NUM_THREAD_*.PARTIAL threads
-        initiator |= INITIATOR_USE_THREAD_DIMENSIONS | INITIATOR_PARTIAL_TG_EN
-        dims = launch.global_size
-    else:
-        dims = launch.groups
-    rsrc3_reg = 0x2E28 if family == "gfx11" else 0x2E2D
+    # With a partial group the CP launches the trailing groups with NUM_THREAD_*.PARTIAL threads.
+    initiator = initiator_bits(compute_shader_en=1, force_start_at_000=1, cs_w32_en=int(k.wavefront_size32),
+                               use_thread_dimensions=int(launch.partial), partial_tg_en=int(launch.partial))
+    dims = launch.global_size if launch.partial else launch.groups
     cmds = [
         pm4.acquire_mem("gfx11", glk_inv=1, glv_inv=1, gl1_inv=1, glm_inv=1, glm_wb=1, glk_wb=1) if family == "gfx11"
         else pm4.acquire_mem("gfx9", sh_kcache_action_ena=1, tcl1_action_ena=1),
         pm4.set_sh_reg(REGS["COMPUTE_PGM_LO"], [(entry >> 8) & 0xFFFFFFFF, (entry >> 40) & 0xFF]),
         pm4.set_sh_reg(REGS["COMPUTE_PGM_RSRC1"], [k.compute_pgm_rsrc1, rsrc2]),
-        pm4.set_sh_reg(rsrc3_reg, [k.compute_pgm_rsrc3]),
+        pm4.set_sh_reg(RSRC3_REG[family], [k.compute_pgm_rsrc3]),
         pm4.set_sh_reg(REGS["COMPUTE_TMPRING_SIZE"], [scratch[0]]),
         pm4.set_sh_reg(REGS["COMPUTE_DISPATCH_SCRATCH_BASE_LO"], [(scratch[1] >> 8) & 0xFFFFFFFF, scratch[1] >> 40]),
         pm4.set_sh_reg(REGS["COMPUTE_RESTART_X"], [0, 0, 0]),

@@ -121,7 +121,7 @@ class ComputeQueue(HWQueue):
         """Launch `program` over `global_size` work-items in groups of `local_size` (1 to 3 dims each).
         `args` are buffers (or addresses) and numbers, in the kernel's order."""
         from . import program as P
-        gsize, lsize = P._dims(global_size), P._dims(local_size)
+        gsize, lsize = P.launch_dims(global_size), P.launch_dims(local_size)
         ndims = max(len(global_size) if not isinstance(global_size, int) else 1,
                     len(local_size) if not isinstance(local_size, int) else 1)
         if lsize[0] * lsize[1] * lsize[2] > 1024:

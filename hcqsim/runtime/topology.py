@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .boundary import SYSFS_TOPOLOGY, OSBoundary
+from ..boundary import SYSFS_TOPOLOGY, OSBoundary
 
 
 def parse_properties(text: str) -> dict[str, int]:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dispatch import RSRC2, Dispatch
+from ..engines.dispatch import Dispatch
 from ..errors import EngineError, UnsupportedError, VMFaultError
+from ..registers import RSRC2
 from .compile import compile_instr
 from .decoder import decode
 from .operands import Context, ShaderFault
@@ -205,8 +206,3 @@ class ShaderCore:
                 self._compiled[key] = run
             self._compiled[(pc, code, W.lanes, W.vgprs)] = run
         return run
-
-
-def attach(gpu) -> ShaderCore:
-    gpu.shader_core = ShaderCore(gpu)
-    return gpu.shader_core

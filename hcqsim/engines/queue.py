@@ -2,8 +2,9 @@
 
 A queue owns a stack of `Stream`s: the ring (circular, unwrapped 64-bit positions, bounded by the write
 pointer from the last doorbell) and, above it, the indirect buffers being executed. An engine subclass
-(`pm4.ComputeQueue`, `sdma.SdmaQueue`) implements `execute(stream)`: decode the packet at the stream's
-position, act, and move the position past it, or register a `Wait` and leave the position alone.
+(`command_processor.PM4Queue`, `sdma_engine.SDMAQueue`) implements `execute(stream)`: decode the packet at
+the stream's position, act, and move the position past it (`step`), or register a `Wait` and leave the
+position alone.
 
 The GPU's scheduler calls `ready()` and `advance(budget)`; an `EngineError` raised inside becomes a
 fault record that stops this queue only.
@@ -15,25 +16,14 @@ from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from .errors import BlockedQueue, DecodeError, EngineError, QueueError
+from ..compare import COMPARE, NAMES as COMPARE_NAMES
+from ..errors import BlockedQueue, DecodeError, EngineError, QueueError
 
 if TYPE_CHECKING:
-    from .gpu import EmulatedGPU
+    from ..gpu import EmulatedGPU
 
 MIN_RING_SIZE = 1024  # facts 5.5: power of two, >= 1 KiB, base 256-byte aligned
 RING_ALIGN = 256
-
-# compare functions of PM4 WAIT_REG_MEM and SDMA POLL_REGMEM (same codes on both engines)
-COMPARE_NAMES = {0: "always", 1: "<", 2: "<=", 3: "==", 4: "!=", 5: ">=", 6: ">"}
-COMPARE: dict[int, Callable[[int, int], bool]] = {
-    0: lambda v, r: True,
-    1: lambda v, r: v < r,
-    2: lambda v, r: v <= r,
-    3: lambda v, r: v == r,
-    4: lambda v, r: v != r,
-    5: lambda v, r: v >= r,
-    6: lambda v, r: v > r,
-}
 
 
 def _as_bytes(data) -> bytes:
@@ -55,7 +45,7 @@ class Stream:
     fetched through the GPU's address-space checks and cached until the end moves.
     """
 
-    def __init__(self, queue: "Queue", kind: str, base: int, size: int, pos: int, end: int):
+    def __init__(self, queue: "EngineQueue", kind: str, base: int, size: int, pos: int, end: int):
         self.queue, self.kind, self.base, self.size = queue, kind, base, size
         self.pos, self.end = pos, end
         self._buf: list[int] = []
@@ -93,11 +83,16 @@ class Stream:
         i = (pos - self._buf_pos) >> 2
         return self._buf[i:i + n]
 
-    def dword(self, pos: int) -> int:
-        """The dword at byte position `pos` (the header fetch: cached fast path)."""
-        if self._buf_pos <= pos and pos + 4 <= self._buf_end:
-            return self._buf[(pos - self._buf_pos) >> 2]
-        return self.dwords(pos, 1)[0]
+    def window(self, pos: int) -> tuple[list[int], int]:
+        """The cached dwords and the index of byte position `pos` in them, loading from `pos` when it lies
+        outside. The cache never reaches past the end, so a decoder's fast path may slice a whole packet
+        out of it and fall back to `dwords` (which raises the descriptive error) when the slice is short."""
+        buf = self._buf
+        i = (pos - self._buf_pos) >> 2
+        if 0 <= i < len(buf):
+            return buf, i
+        self.dwords(pos, 1)  # loads from pos, or raises DecodeError past the end
+        return self._buf, 0
 
     def _load(self, pos: int) -> None:
         mem = self.queue.gpu.memory
@@ -137,7 +132,7 @@ class Wait:
         return f"(value & 0x{self.mask:x}) {COMPARE_NAMES[self.func]} 0x{self.reference:x}"
 
 
-class Queue:
+class EngineQueue:
     """Base of the emulated queues. Subclasses set `engine`, `ptr_unit` and implement `execute`."""
 
     engine = "queue"
@@ -178,6 +173,7 @@ class Queue:
             raise QueueError(f"queue {self.name}: doorbell value {value} is outside [rptr {self.rptr}, "
                              f"rptr + ring size]: the ring would overflow or run backwards")
         self.ring.end = end
+        self.ring.invalidate()  # the cached dwords must never reach past the end
 
     def submit(self, data) -> None:
         """Direct-API submission, as a runtime would: write the packets into the ring (wrapping), store
@@ -268,6 +264,15 @@ class Queue:
     def execute(self, stream: Stream) -> None:
         raise NotImplementedError
 
+    def stall(self, stream: Stream, pos: int, read: Callable[[], int], func: int, reference: int, mask: int,
+              address: int | None, *, retry: bool = False) -> None:
+        """Stop at the packet at `pos` (already stepped past) until `(read() & mask) func reference`; then
+        skip it, or execute it again when `retry` (a compare-swap loop). The scheduler re-checks the wait."""
+        size = 0 if retry else stream.pos - pos
+        stream.pos = pos
+        self.wait = Wait(self.disassemble_at(stream, pos)[1], size, read, func, reference, mask, address,
+                         stream.offset(pos))
+
     # -- indirect buffers --------------------------------------------------------------------------
 
     def push_ib(self, base: int, size_bytes: int) -> None:
@@ -290,7 +295,7 @@ class Queue:
         except EngineError:
             current = None
         return BlockedQueue(self.name, self.wait.packet, self.wait.address, self.wait.awaited(), current,
-                            self.wait.ring_offset)
+                            self.wait.ring_offset, gpu=self.gpu.label)
 
     def status(self) -> str:
         state = "faulted" if self.fault else "destroyed" if self.destroyed else "waiting" if self.wait else \

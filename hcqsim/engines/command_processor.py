@@ -1,0 +1,381 @@
+"""The compute command processor: fetches, decodes and executes the PM4 of one user compute (MEC) queue.
+
+Packets are read with the tables of `hcqsim.pm4`; every field value a handler compares against is
+named from those tables, so this module holds behaviour, not layout.
+
+Emulation model: memory is coherent and dispatches complete synchronously, so cache-control fields
+(GCR bits, cache policies, WR_CONFIRM) decode and are checked but have nothing to act on, and an
+end-of-pipe RELEASE_MEM writes as soon as the CP reaches it (all earlier work has finished).
+"""
+from __future__ import annotations
+
+from array import array
+
+from .. import pm4
+from ..atomics import OP_NAMES as ATOMIC_OP_NAMES
+from ..atomics import apply as apply_atomic
+from ..atomics import decode_op as decode_atomic
+from ..compare import COMPARE, EQUAL
+from ..errors import DecodeError, UnsupportedError
+from ..pm4 import (COPY_DST, COPY_SRC, COUNT_MAX, DATA_SEL, DMA_DST, DMA_SRC, EVENT_INDEX, EVENT_TYPES, INT_SEL,
+                   NOP_ONE_DWORD, OP, OPCODES, RELEASE_DST, TYPE3, TYPE_NAMES, WRITE_DATA_DST, code, codes)
+from ..registers import REG_ADDRESS_MASK, REGS, SH_BASE, SH_END, UCONFIG_BASE, UCONFIG_END, reg_name
+from .dispatch import decode_dispatch
+from .queue import EngineQueue, Stream
+
+# Field values the handlers act on, named from the packet tables (the fast path compares plain ints).
+_NOP = OP["NOP"]
+_WRITE_REG = code(WRITE_DATA_DST, "REG")
+_WRITE_MEMORY = codes(WRITE_DATA_DST, "MEM_SYNC", "TC_L2", "MEM")
+_MEM_SPACE_MEMORY = code(pm4.MEM_SPACE, "MEMORY")
+_WRITE_WAIT = code(pm4.WAIT_OPERATION, "WRITE_WAIT")
+_CACHE_FLUSH_EVENTS = codes(EVENT_TYPES, "CACHE_FLUSH", "CACHE_FLUSH_AND_INV_EVENT")
+_INDEX_OTHER, _INDEX_CS_PARTIAL_FLUSH = code(EVENT_INDEX, "OTHER"), code(EVENT_INDEX, "CS_PARTIAL_FLUSH")
+_RELEASE_INDEXES = codes(EVENT_INDEX, "END_OF_PIPE", "SHADER_DONE")
+_RELEASE_TO_MEMORY = codes(RELEASE_DST, "MEMORY", "TC_L2")
+_DATA_NONE, _DATA_32, _DATA_64, _DATA_CLOCK = (code(DATA_SEL, n) for n in ("NONE", "DATA_32", "DATA_64",
+                                                                            "GPU_CLOCK_64"))
+_INT_ONLY = code(INT_SEL, "INT_ONLY")
+_INT_ALWAYS = codes(INT_SEL, "INT_ONLY", "INT_AFTER_WRITE_CONFIRM", "INT_UNCONDITIONAL")
+_INT_IF_EQ = {code(INT_SEL, "INT_IF_EQ_32"): 4, code(INT_SEL, "INT_IF_EQ_64"): 8}  # -> compared width
+_COPY_FROM_MEMORY = codes(COPY_SRC, "MEM", "TC_L2")
+_COPY_IMM, _COPY_FROM_REG = code(COPY_SRC, "IMM"), code(COPY_SRC, "REG")
+_COPY_ATOMIC_RETURN, _COPY_CLOCK = code(COPY_SRC, "ATOMIC_RETURN"), code(COPY_SRC, "GPU_CLOCK")
+_COPY_TO_MEMORY, _COPY_TO_REG = codes(COPY_DST, "TC_L2", "MEM"), code(COPY_DST, "REG")
+_LOOP_UNTIL_COMPARE = code(pm4.ATOMIC_COMMAND, "LOOP_UNTIL_COMPARE")
+_DMA_FROM_DATA, _DMA_SRC_GDS, _DMA_DST_GDS = code(DMA_SRC, "DATA"), code(DMA_SRC, "GDS"), code(DMA_DST, "GDS")
+_DISPATCH_REGS = tuple(REGS[n] for n in ("COMPUTE_DISPATCH_INITIATOR", "COMPUTE_DIM_X", "COMPUTE_DIM_Y",
+                                         "COMPUTE_DIM_Z"))
+
+
+class PM4Queue(EngineQueue):
+    """A PM4 compute queue: ring in dwords, 64-bit wptr, rptr reported to memory, up to two IB levels."""
+
+    engine = "pm4"
+    ptr_unit = 4
+    max_ib_depth = 2  # IB1 and IB2
+
+    def __init__(self, gpu, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
+        super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
+        self.family = gpu.target.family
+        self.fmts = pm4.formats(self.family)
+        self.regs: dict[int, int] = {}  # this queue's SH register state (absolute dword address -> value)
+        self.atomic_return = 0  # pre-op value of the last ATOMIC_MEM, for COPY_DATA SRC_SEL 6
+        self.dispatches = 0
+        handlers = {OP[name[5:]]: getattr(self, name) for name in dir(self) if name.startswith("_exec")
+                    and name[5:] in OP}
+        # the decode table: opcode -> (format, handler, fixed size, dwords the fast decoder needs, fast decoder)
+        self._ops = {op: (fmt, handlers[op], fmt.size, fmt.min_dwords, fmt.fast_decoder)
+                     for op, fmt in self.fmts.items()}
+        self._packet_cost = gpu.cost.packet
+
+    def write_back_rptr(self) -> None:
+        # The CP reports its read offset as a wrapped dword offset (amdgpu reads 32 bits). [uncertain]
+        ring_dw = self.ring_size // 4
+        self.gpu.memory.write_u32(self.rptr_va, self.rptr % ring_dw)
+
+    def disassemble_at(self, stream: Stream, pos: int) -> tuple[int, str]:
+        hdr = stream.dwords(pos, 1)[0]
+        n = pm4.packet_size(hdr) if hdr >> 30 == TYPE3 else 1
+        try:
+            dws = stream.dwords(pos, n)
+        except DecodeError:
+            avail = max(0, (stream.end - pos) // 4)
+            return hdr, pm4.describe(stream.dwords(pos, avail) if avail else [hdr], self.family) + " (truncated)"
+        return hdr, pm4.describe(dws, self.family, canon=self.gpu.canonical)
+
+    # -- the fetch/decode/execute step -------------------------------------------------------------
+
+    def execute(self, stream: Stream) -> None:
+        pos = stream.pos
+        buf, i = stream.window(pos)  # cached ring dwords: a packet is one slice of them on the fast path
+        hdr = buf[i]
+        if hdr >> 30 != TYPE3:
+            raise DecodeError(f"{TYPE_NAMES[hdr >> 30]} packet 0x{hdr:08x} is not accepted on a user compute queue")
+        op = (hdr >> 8) & 0xFF
+        entry = self._ops.get(op)
+        if entry is None:
+            if op in OPCODES:
+                raise UnsupportedError(f"PM4 {OPCODES[op]} (opcode 0x{op:02x}) is not emulated on compute queues")
+            raise DecodeError(f"unknown PM4 opcode 0x{op:02x}")
+        fmt, handler, size, min_dw, decode = entry
+        count = (hdr >> 16) & COUNT_MAX
+        n = 1 if op == _NOP and count == NOP_ONE_DWORD else count + 2
+        if size is not None and n != size:
+            raise DecodeError(f"{fmt.name}: header count {n - 2} makes {n} dwords, the packet is {size}")
+        dws = buf[i:i + n] if i + n <= len(buf) else stream.dwords(pos, n)
+        values = decode(dws) if n >= min_dw else fmt.decode_fast(dws)  # short: the descriptive error
+        if hdr & 1:
+            raise UnsupportedError(f"{fmt.name}: predicated packets (SET_PREDICATION state) are not emulated")
+        self.gpu.trace_packet(self, stream, pos, fmt, dws)
+        self.gpu.clock += self._packet_cost
+        stream.pos = pos + 4 * n
+        handler(stream, pos, values)
+
+    # -- packets -----------------------------------------------------------------------------------
+
+    def _execNOP(self, stream, pos, v):
+        pass
+
+    def _execWRITE_DATA(self, stream, pos, v):
+        data = v["data"]
+        if not data:
+            raise DecodeError("WRITE_DATA without data dwords")
+        sel = v["dst_sel"]
+        if sel == _WRITE_REG:
+            reg = v["dst_addr"] & REG_ADDRESS_MASK
+            for i, d in enumerate(data):
+                self.write_register(reg if v["wr_one_addr"] else reg + i, d)
+            return
+        if sel not in _WRITE_MEMORY:
+            raise UnsupportedError(f"WRITE_DATA DST_SEL {WRITE_DATA_DST[sel]} is not emulated")
+        addr = v["dst_addr"] & ~3  # the address field is [31:2]: low bits ignored
+        mem = self.gpu.memory
+        if len(data) == 1 or v["wr_one_addr"]:
+            for d in data:
+                mem.write_u32(addr, d)
+            self.gpu.trace_write(self, addr, 4, data[-1])
+        else:
+            mem.write(addr, _pack(data))
+            self.gpu.trace_write(self, addr, 4 * len(data), _join(data))
+
+    def _execWAIT_REG_MEM(self, stream, pos, v):
+        func, ref, mask = v["function"], v["reference"], v["mask"]
+        if v["operation"] == _WRITE_WAIT:  # write REFERENCE to a register, then poll another: the HDP flush
+            if v["mem_space"] == _MEM_SPACE_MEMORY:
+                raise DecodeError("WAIT_REG_MEM OPERATION WRITE_WAIT needs MEM_SPACE REGISTER")
+            # HDP flush request/done: no host write buffer exists in the emulator, the flush is done at once.
+            self.gpu.tick(self.gpu.cost.packet)
+            return
+        if v["mem_space"] == _MEM_SPACE_MEMORY:
+            addr = v["poll_addr"] & ~3
+            self.gpu.memory.check(addr, 4, "read")
+            read = lambda: self.gpu.memory.read_u32(addr)
+        else:
+            reg = v["poll_addr"] & REG_ADDRESS_MASK
+            addr = None
+            read = lambda: self.read_register(reg)
+        if COMPARE[func](read() & mask, ref):
+            return
+        self.stall(stream, pos, read, func, ref, mask, addr)
+
+    def _execINDIRECT_BUFFER(self, stream, pos, v):
+        if not v["valid"]:
+            raise DecodeError("INDIRECT_BUFFER with VALID = 0")
+        if v["priv"]:
+            raise DecodeError("INDIRECT_BUFFER with PRIV = 1 is not allowed on a user queue")
+        if v["ib_base"] & 3:
+            raise DecodeError(f"INDIRECT_BUFFER base 0x{v['ib_base']:x} is not dword aligned")
+        if v["ib_size"] == 0:
+            raise DecodeError("INDIRECT_BUFFER with IB_SIZE 0")
+        if v["chain"] and not stream.is_ring:
+            self.stack.pop()  # CHAIN: the new IB replaces the current one instead of returning to it
+        self.push_ib(v["ib_base"], 4 * v["ib_size"])
+
+    def _execEVENT_WRITE(self, stream, pos, v):
+        etype, index = v["event_type"], v["event_index"]
+        name = EVENT_TYPES.get(etype, f"event 0x{etype:x}")
+        if etype == pm4.CS_PARTIAL_FLUSH:  # wait for earlier dispatches; they completed synchronously
+            if index != _INDEX_CS_PARTIAL_FLUSH:
+                raise DecodeError(f"EVENT_WRITE CS_PARTIAL_FLUSH needs EVENT_INDEX {_INDEX_CS_PARTIAL_FLUSH}, "
+                                  f"got {index}")
+        elif etype in _CACHE_FLUSH_EVENTS:  # cache flush (and invalidate): memory is coherent in the emulator
+            if index != _INDEX_OTHER:
+                raise DecodeError(f"EVENT_WRITE {name} needs EVENT_INDEX {_INDEX_OTHER}, got {index}")
+        elif etype in pm4.END_OF_PIPE_EVENTS:
+            raise DecodeError(f"EVENT_WRITE {name} is an end-of-pipe/timestamp event: use RELEASE_MEM")
+        else:
+            raise UnsupportedError(f"EVENT_WRITE {name} (index {index}) is not emulated")
+        if v["address"]:
+            raise DecodeError(f"EVENT_WRITE {name} carries an address; only sample events have one")
+
+    def _execSET_SH_REG(self, stream, pos, v):
+        if v["index"] not in (0, 1):  # 0 and 1 write the registers plainly; other indexes are not modelled
+            raise UnsupportedError(f"SET_SH_REG INDEX {v['index']} is not emulated")
+        self._set_regs("SET_SH_REG", SH_BASE, SH_END, v)
+
+    def _execSET_UCONFIG_REG(self, stream, pos, v):
+        if v["index"] != 0:
+            raise UnsupportedError(f"SET_UCONFIG_REG INDEX {v['index']} is not emulated")
+        self._set_regs("SET_UCONFIG_REG", UCONFIG_BASE, UCONFIG_END, v)
+
+    def _set_regs(self, name: str, base: int, end: int, v: dict) -> None:
+        values = v["values"]
+        if not values:
+            raise DecodeError(f"{name} without register values")
+        first = base + v["reg_offset"]
+        if first + len(values) > end:
+            raise DecodeError(f"{name} writes registers 0x{first:x}..0x{first + len(values) - 1:x}, "
+                              f"past the end of its range 0x{base:x}..0x{end - 1:x}")
+        for i, value in enumerate(values):
+            self.write_register(first + i, value)
+
+    def _execRELEASE_MEM(self, stream, pos, v):
+        etype, index = v["event_type"], v["event_index"]
+        if index not in _RELEASE_INDEXES:
+            raise DecodeError(f"RELEASE_MEM EVENT_INDEX {index}: must be 5 (END_OF_PIPE) or 6 (SHADER_DONE)")
+        if etype not in pm4.END_OF_PIPE_EVENTS:
+            raise UnsupportedError(f"RELEASE_MEM event {EVENT_TYPES.get(etype, hex(etype))} is not an end-of-pipe "
+                                   f"event hcqsim emulates")
+        if v["dst_sel"] not in _RELEASE_TO_MEMORY:
+            raise UnsupportedError(f"RELEASE_MEM DST_SEL {RELEASE_DST[v['dst_sel']]} is not emulated")
+        data_sel, int_sel = v["data_sel"], v["int_sel"]
+        if int_sel == _INT_ONLY and data_sel != _DATA_NONE:
+            raise DecodeError("RELEASE_MEM INT_SEL INT_ONLY requires DATA_SEL NONE")
+        if int_sel in _INT_IF_EQ and data_sel != _DATA_NONE:
+            raise DecodeError("RELEASE_MEM INT_SEL 5/6 compare against memory: DATA_SEL must be NONE")
+        mem = self.gpu.memory
+        if data_sel == _DATA_32:
+            addr = v["addr"] & ~3
+            mem.write_u32(addr, v["data"])
+            self.gpu.trace_write(self, addr, 4, v["data"] & 0xFFFFFFFF)
+        elif data_sel == _DATA_64 or data_sel == _DATA_CLOCK:
+            addr = v["addr"] & ~7
+            value = v["data"] if data_sel == _DATA_64 else self.gpu.clock
+            mem.write_u64(addr, value)
+            self.gpu.trace_write(self, addr, 8, value)
+        elif data_sel != _DATA_NONE:
+            raise UnsupportedError(f"RELEASE_MEM DATA_SEL {DATA_SEL[data_sel]} is not emulated")
+        if int_sel in _INT_ALWAYS:
+            self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
+        elif int_sel in _INT_IF_EQ:
+            width = _INT_IF_EQ[int_sel]
+            addr = v["addr"] & ~(width - 1)
+            cur = mem.read_u32(addr) if width == 4 else mem.read_u64(addr)
+            if cur == v["data"] & ((1 << 8 * width) - 1):
+                self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
+
+    def _execACQUIRE_MEM(self, stream, pos, v):
+        if self.family == "gfx11" and v["coher_cntl"]:
+            raise UnsupportedError(f"ACQUIRE_MEM legacy COHER_CNTL 0x{v['coher_cntl']:x} (0 on gfx10+)")
+        # Cache invalidation/write-back has nothing to act on: emulated memory is coherent.
+
+    def _execCOPY_DATA(self, stream, pos, v):
+        size = 8 if v["count_sel"] else 4
+        src_sel, dst_sel = v["src_sel"], v["dst_sel"]
+        mem = self.gpu.memory
+        if src_sel in _COPY_FROM_MEMORY:
+            addr = v["src_addr"] & ~(size - 1)
+            value = mem.read_u64(addr) if size == 8 else mem.read_u32(addr)
+        elif src_sel == _COPY_IMM:
+            value = v["src_addr"] & ((1 << 8 * size) - 1)
+        elif src_sel == _COPY_FROM_REG:
+            reg = v["src_addr"] & REG_ADDRESS_MASK
+            value = self.read_register(reg) | (self.read_register(reg + 1) << 32 if size == 8 else 0)
+        elif src_sel == _COPY_ATOMIC_RETURN:
+            value = self.atomic_return & ((1 << 8 * size) - 1)
+        elif src_sel == _COPY_CLOCK:
+            value = self.gpu.clock & ((1 << 8 * size) - 1)
+        else:
+            raise UnsupportedError(f"COPY_DATA SRC_SEL {COPY_SRC[src_sel]} is not emulated")
+        if dst_sel in _COPY_TO_MEMORY:
+            addr = v["dst_addr"] & ~(size - 1)
+            (mem.write_u64 if size == 8 else mem.write_u32)(addr, value)
+            self.gpu.trace_write(self, addr, size, value)
+        elif dst_sel == _COPY_TO_REG:
+            reg = v["dst_addr"] & REG_ADDRESS_MASK
+            self.write_register(reg, value & 0xFFFFFFFF)
+            if size == 8:
+                self.write_register(reg + 1, value >> 32)
+        else:
+            raise UnsupportedError(f"COPY_DATA DST_SEL {COPY_DST[dst_sel]} is not emulated")
+
+    def _execATOMIC_MEM(self, stream, pos, v):
+        name, bits, returns = decode_atomic(v["atomic"])
+        size = bits // 8
+        addr = v["addr"]
+        if addr % size:
+            raise DecodeError(f"ATOMIC_MEM {ATOMIC_OP_NAMES[v['atomic']]} address 0x{addr:x} is not "
+                              f"{size}-byte aligned")
+        mem = self.gpu.memory
+        read = (lambda: mem.read_u64(addr)) if size == 8 else (lambda: mem.read_u32(addr))
+        mem.check(addr, size, "write")
+        old = read()
+        if v["command"] == _LOOP_UNTIL_COMPARE:  # a wait on memory == CMP_DATA, then the swap
+            if name not in ("CMPSWAP", "FCMPSWAP"):
+                raise DecodeError(f"ATOMIC_MEM COMMAND LOOP_UNTIL_COMPARE needs a compare-swap op, got {name}")
+            full = (1 << bits) - 1
+            if old != v["cmp_data"] & full:
+                self.stall(stream, pos, read, EQUAL, v["cmp_data"] & full, full, addr, retry=True)
+                return
+        new = apply_atomic(name, bits, old, v["src_data"], v["cmp_data"])
+        (mem.write_u64 if size == 8 else mem.write_u32)(addr, new)
+        if returns:  # only RTN ops deliver the pre-op value (COPY_DATA SRC_SEL 6)
+            self.atomic_return = old
+        self.gpu.trace_write(self, addr, size, new)
+
+    def _execDMA_DATA(self, stream, pos, v):
+        n = v["byte_count"]
+        if v["sas"] or v["das"]:
+            raise UnsupportedError("DMA_DATA with register source/destination (SAS/DAS) is not emulated")
+        if v["dst_sel"] == _DMA_DST_GDS or v["src_sel"] == _DMA_SRC_GDS:
+            raise UnsupportedError("DMA_DATA to or from GDS is not emulated")
+        mem, dst = self.gpu.memory, v["dst_addr"]
+        if n == 0:
+            return
+        fill = v["src_sel"] == _DMA_FROM_DATA
+        if fill:  # immediate: fill with the DATA dword
+            pattern = (v["src_addr"] & 0xFFFFFFFF).to_bytes(4, "little")
+            if v["daic"]:
+                mem.write(dst, pattern[:min(n, 4)])
+            else:
+                mem.fill(dst, pattern, n)
+        else:
+            src = v["src_addr"]
+            if v["saic"] and v["daic"]:
+                mem.copy(dst, src, min(n, 4))
+            elif v["saic"]:  # source address does not increment: repeat the dword at src
+                mem.fill(dst, mem.read(src, 4), n)
+            elif v["daic"]:  # destination does not increment: the last dword lands
+                mem.check(src, n, "read")
+                mem.copy(dst, src + max(0, (n - 1) // 4 * 4), min(4, n))
+            else:
+                mem.copy(dst, src, n)
+        self.gpu.tick(self.gpu.cost.copy(n))
+        self.gpu.trace_copy(self, dst, None if fill else v["src_addr"], n)
+
+    def _execDISPATCH_DIRECT(self, stream, pos, v):
+        dims = (v["dim_x"], v["dim_y"], v["dim_z"])
+        target = self.gpu.target
+        d = decode_dispatch(self.name, self.regs, dims, v["dispatch_initiator"],
+                            wave32_capable=target.is_gfx11, rsrc3_reg=target.rsrc3_reg)
+        self.gpu.memory.check(d.pgm_addr, 4, "execute")
+        core = self.gpu.shader_core
+        if core is None:
+            raise UnsupportedError(f"DISPATCH_DIRECT {dims} of the program at 0x{d.pgm_addr:x}: no shader core is "
+                                   f"attached to this GPU (registers decoded and checked)")
+        for reg, value in zip(_DISPATCH_REGS, (v["dispatch_initiator"], *dims)):  # the CP latches them
+            self.regs[reg] = value
+        self.dispatches += 1
+        waves = core.dispatch(self, d)
+        self.gpu.tick(self.gpu.cost.wave * (waves or 0))
+
+    def _execDISPATCH_INDIRECT(self, stream, pos, v):
+        raise UnsupportedError("DISPATCH_INDIRECT on a compute queue is not emulated (layout uncertain)")
+
+    # -- registers ---------------------------------------------------------------------------------
+
+    def write_register(self, reg: int, value: int) -> None:
+        if SH_BASE <= reg < SH_END:
+            self.regs[reg] = value & 0xFFFFFFFF
+        elif UCONFIG_BASE <= reg < UCONFIG_END:
+            self.gpu.uconfig[reg] = value & 0xFFFFFFFF
+        else:
+            raise UnsupportedError(f"write to {reg_name(reg)} (0x{reg:x}): only SH and UCONFIG registers are "
+                                   f"modelled on a user queue")
+
+    def read_register(self, reg: int) -> int:
+        if SH_BASE <= reg < SH_END:
+            return self.regs.get(reg, 0)
+        if UCONFIG_BASE <= reg < UCONFIG_END:
+            return self.gpu.uconfig.get(reg, 0)
+        raise UnsupportedError(f"read of {reg_name(reg)} (0x{reg:x}): only SH and UCONFIG registers are modelled")
+
+
+def _pack(data: list[int]) -> bytes:
+    return array("I", data).tobytes()
+
+
+def _join(data: list[int]) -> int:
+    """Dwords as one little-endian integer (for the trace)."""
+    return int.from_bytes(_pack(data), "little")

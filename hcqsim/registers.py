@@ -1,0 +1,62 @@
+"""Compute dispatch registers: addresses, ranges a user queue may write, and the layouts of the fields
+a dispatcher programs (HARDWARE_FACTS 4.1 addresses, 4.2-4.3 field layouts).
+
+The runtime writes these registers with SET_SH_REG; the emulated command processor reads them back when
+DISPATCH_DIRECT launches. Both take the numbers from this one table, which the tests check against
+hand-written values from the facts.
+"""
+from __future__ import annotations
+
+from .fields import F, PacketFormat
+
+SH_BASE, SH_END = 0x2C00, 0x3000  # SET_SH_REG writes [SH_BASE, SH_END)
+UCONFIG_BASE, UCONFIG_END = 0xC000, 0xC400  # SET_UCONFIG_REG writes [UCONFIG_BASE, UCONFIG_END)
+REG_ADDRESS_MASK = 0x3FFFF  # a register operand in a packet's address field is a dword address in [17:0]
+
+REGS = {
+    "COMPUTE_DISPATCH_INITIATOR": 0x2E00, "COMPUTE_DIM_X": 0x2E01, "COMPUTE_DIM_Y": 0x2E02, "COMPUTE_DIM_Z": 0x2E03,
+    "COMPUTE_START_X": 0x2E04, "COMPUTE_START_Y": 0x2E05, "COMPUTE_START_Z": 0x2E06,
+    "COMPUTE_NUM_THREAD_X": 0x2E07, "COMPUTE_NUM_THREAD_Y": 0x2E08, "COMPUTE_NUM_THREAD_Z": 0x2E09,
+    "COMPUTE_PIPELINESTAT_ENABLE": 0x2E0A, "COMPUTE_PERFCOUNT_ENABLE": 0x2E0B,
+    "COMPUTE_PGM_LO": 0x2E0C, "COMPUTE_PGM_HI": 0x2E0D,
+    "COMPUTE_DISPATCH_SCRATCH_BASE_LO": 0x2E10, "COMPUTE_DISPATCH_SCRATCH_BASE_HI": 0x2E11,
+    "COMPUTE_PGM_RSRC1": 0x2E12, "COMPUTE_PGM_RSRC2": 0x2E13, "COMPUTE_VMID": 0x2E14,
+    "COMPUTE_RESOURCE_LIMITS": 0x2E15, "COMPUTE_STATIC_THREAD_MGMT_SE0": 0x2E16,
+    "COMPUTE_STATIC_THREAD_MGMT_SE1": 0x2E17, "COMPUTE_TMPRING_SIZE": 0x2E18,
+    "COMPUTE_STATIC_THREAD_MGMT_SE2": 0x2E19, "COMPUTE_STATIC_THREAD_MGMT_SE3": 0x2E1A,
+    "COMPUTE_RESTART_X": 0x2E1B, "COMPUTE_RESTART_Y": 0x2E1C, "COMPUTE_RESTART_Z": 0x2E1D,
+    "COMPUTE_THREAD_TRACE_ENABLE": 0x2E1E, "COMPUTE_MISC_RESERVED": 0x2E1F, "COMPUTE_DISPATCH_ID": 0x2E20,
+    "COMPUTE_THREADGROUP_ID": 0x2E21,
+    **{f"COMPUTE_USER_DATA_{i}": 0x2E40 + i for i in range(16)},
+    "GRBM_GFX_INDEX": 0xC200,
+}
+REG_NAMES = {v: k for k, v in REGS.items()}
+
+# COMPUTE_PGM_RSRC3 moved between generations (facts 4.1): the packet family picks the address.
+RSRC3_REG = {"gfx11": 0x2E28, "gfx9": 0x2E2D}
+
+
+def reg_name(addr: int, rsrc3: int | None = None) -> str:
+    """The register's name, or `reg 0x...` for one the table does not know."""
+    if addr == rsrc3:
+        return "COMPUTE_PGM_RSRC3"
+    return REG_NAMES.get(addr, f"reg 0x{addr:x}")
+
+
+# register layouts as data (same bits as the kernel descriptor fields)
+RSRC2 = PacketFormat("COMPUTE_PGM_RSRC2", 0, (
+    F("scratch_en", 0, 0), F("user_sgpr", 0, 5, 1), F("trap_present", 0, 6), F("tgid_x_en", 0, 7),
+    F("tgid_y_en", 0, 8), F("tgid_z_en", 0, 9), F("tg_size_en", 0, 10), F("tidig_comp_cnt", 0, 12, 11),
+    F("excp_en_msb", 0, 14, 13), F("lds_size", 0, 23, 15), F("excp_en", 0, 30, 24)), size=1)
+INITIATOR = PacketFormat("COMPUTE_DISPATCH_INITIATOR", 0, (
+    F("compute_shader_en", 0, 0), F("partial_tg_en", 0, 1), F("force_start_at_000", 0, 2),
+    F("ordered_append_enbl", 0, 3), F("ordered_append_mode", 0, 4), F("use_thread_dimensions", 0, 5),
+    F("order_mode", 0, 6), F("scalar_l1_inv_vol", 0, 10), F("vector_l1_inv_vol", 0, 11),
+    F("tunnel_enable", 0, 13), F("restore", 0, 14), F("cs_w32_en", 0, 15), F("amp_shader_en", 0, 16),
+    F("disable_disp_prempt_en", 0, 17)), size=1)
+LDS_GRANULE = 512  # RSRC2.LDS_SIZE counts 512-byte granules on gfx9 and gfx11
+
+
+def initiator(**bits: int) -> int:
+    """A COMPUTE_DISPATCH_INITIATOR value from named bits (e.g. `compute_shader_en=1`)."""
+    return INITIATOR.encode(**bits)[0]
