@@ -4,8 +4,9 @@ VALU entries: mnemonic -> (result type, source types, function). The executor re
 (a numpy array broadcastable to [waves, lanes]), calls the function, and writes the result in the
 destination's type. Types: b32 u32 i32 f32, b16 u16 i16 f16, b64 u64 i64 f64 (b = raw bits, unsigned).
 Float arithmetic is IEEE round-to-nearest-even with denormals kept (the mode LLVM requests; other modes are
-rejected at dispatch). Transcendentals (rcp, rsq, sqrt, exp, log, sin, cos) are computed exactly where the
-hardware approximates to ~1 ulp. Fused multiply-adds are evaluated in float64 and rounded once to f32.
+rejected at dispatch). Transcendentals (rcp, rsq, sqrt, exp, log, sin, cos) are computed correctly rounded
+where the hardware approximates to ~1 ulp. Fused multiply-adds are correctly rounded (`fpmath.fma`); min/max
+follow the IEEE-mode rules (`fpmath.vmin`/`vmax`: -0 < +0, signalling NaNs quieted).
 
 SALU entries: mnemonic -> function(a, b) -> (result, scc or None) on uint32 / uint64 arrays [waves].
 Compares: mnemonic -> (type, predicate).
@@ -14,6 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import fpmath
+from .fpmath import vmax, vmax3, vmed3, vmin, vmin3
+
 U32, I32, F32, U64, I64, F64 = np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64
 U16, I16, F16 = np.uint16, np.int16, np.float16
 DTYPES = {"b32": U32, "u32": U32, "i32": I32, "f32": F32, "b16": U16, "u16": U16, "i16": I16, "f16": F16,
@@ -21,8 +25,7 @@ DTYPES = {"b32": U32, "u32": U32, "i32": I32, "f32": F32, "b16": U16, "u16": U16
 WIDTH = {t: np.dtype(d).itemsize * 8 for t, d in DTYPES.items()}
 
 
-def _fma32(a, b, c):
-    return (a.astype(F64) * b.astype(F64) + c.astype(F64)).astype(F32)
+_fma = fpmath.fma
 
 
 def _sh32(x):
@@ -73,12 +76,43 @@ def _f(fn):
     return wrapped
 
 
-def _div_fixup(q, d, n):
-    """v_div_fixup: special cases of n / d, else the refined quotient q."""
-    with np.errstate(all="ignore"):
-        exact = n / d
-    special = np.isnan(n) | np.isnan(d) | (d == 0) | np.isinf(d) | np.isinf(n)
-    return np.where(special, exact, q).astype(q.dtype)
+def _perm_b32(hi, lo, sel):
+    """v_perm_b32: each result byte picks a byte of {S0, S1} (S0 most significant), a sign fill or 0x00/0xFF."""
+    data = hi.astype(U64) << U64(32) | lo.astype(U64)
+    out = np.zeros(np.broadcast(hi, lo, sel).shape, U32)
+    for k in range(4):
+        s_ = (sel >> U32(8 * k)) & U32(0xFF)
+        byte = (data >> (np.minimum(s_, 7).astype(U64) * U64(8))) & U64(0xFF)
+        sign_of = {8: 1, 9: 3, 10: 5, 11: 7}
+        b = np.where(s_ <= 7, byte, 0)
+        for code, src in sign_of.items():
+            b = np.where(s_ == code, np.where((data >> U64(8 * src + 7)) & U64(1), 0xFF, 0), b)
+        b = np.where(s_ == 12, 0, np.where(s_ >= 13, 0xFF, b))
+        out |= b.astype(U32) << U32(8 * k)
+    return out
+
+
+def _ldexp(a, e):
+    """a * 2^e rounded once: scaled exactly in float64 (exponents clipped to where the result is 0 or inf)."""
+    lim = 2100 if a.dtype == F64 else 400
+    if a.dtype == F64:
+        return np.ldexp(a, np.clip(np.asarray(e).astype(np.int64), -lim, lim).astype(np.int32))
+    return np.ldexp(a.astype(F64), np.clip(np.asarray(e).astype(np.int64), -lim, lim).astype(np.int32)).astype(a.dtype)
+
+
+def _cls(a, bits):
+    """v_cls_i32 / s_cls_i32: the position, counted from the MSB, of the first bit that differs from the sign
+    bit (1 for 0x40000000 and 0xBFFFFFFF); -1 when every bit equals the sign bit."""
+    a = np.asarray(a)
+    u = a.view(U32 if bits == 32 else U64) if a.dtype.itemsize * 8 == bits else a.astype(U32 if bits == 32 else U64)
+    neg = (u >> (U32(31) if bits == 32 else U64(63))) != 0
+    x = np.where(neg, ~u, u)
+    return np.where(x == 0, U32(0xFFFFFFFF), _clz(x, bits))
+
+
+def _mul_hi_i32_i24(a, b):
+    s24 = lambda x: ((x.astype(I32) << 8) >> 8).astype(I64)
+    return ((s24(a) * s24(b)) >> I64(32)).astype(U32)
 
 
 VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
@@ -107,6 +141,13 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_min3_i32": ("i32", ("i32",) * 3, lambda a, b, c: np.minimum(np.minimum(a, b), c)),
     "v_max3_i32": ("i32", ("i32",) * 3, lambda a, b, c: np.maximum(np.maximum(a, b), c)),
     "v_med3_i32": ("i32", ("i32",) * 3, _med3), "v_med3_u32": ("u32", ("u32",) * 3, _med3),
+    "v_maxmin_i32": ("i32", ("i32",) * 3, lambda a, b, c: np.minimum(np.maximum(a, b), c)),
+    "v_minmax_i32": ("i32", ("i32",) * 3, lambda a, b, c: np.maximum(np.minimum(a, b), c)),
+    "v_maxmin_u32": ("u32", ("u32",) * 3, lambda a, b, c: np.minimum(np.maximum(a, b), c)),
+    "v_minmax_u32": ("u32", ("u32",) * 3, lambda a, b, c: np.maximum(np.minimum(a, b), c)),
+    "v_perm_b32": ("b32", ("b32",) * 3, _perm_b32),
+    "v_mul_hi_i32_i24": ("u32", ("i32", "i32"), _mul_hi_i32_i24),
+    "v_mov_b64": ("b64", ("b64",), lambda a: a),
     "v_and_b32": ("b32", ("b32", "b32"), np.bitwise_and), "v_or_b32": ("b32", ("b32", "b32"), np.bitwise_or),
     "v_xor_b32": ("b32", ("b32", "b32"), np.bitwise_xor),
     "v_xnor_b32": ("b32", ("b32", "b32"), lambda a, b: ~(a ^ b)),
@@ -146,15 +187,16 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_mul_f32": ("f32", ("f32", "f32"), _f(lambda a, b: a * b)),
     "v_mul_legacy_f32": ("f32", ("f32", "f32"), _f(lambda a, b: np.where((a == 0) | (b == 0), F32(0), a * b))),
     "v_mul_dx9_zero_f32": ("f32", ("f32", "f32"), _f(lambda a, b: np.where((a == 0) | (b == 0), F32(0), a * b))),
-    "v_fma_f32": ("f32", ("f32",) * 3, _f(_fma32)),
-    "v_fmac_f32": ("f32", ("f32", "f32", "f32"), _f(_fma32)),  # third source is the destination
-    "v_fmaak_f32": ("f32", ("f32", "f32", "f32"), _f(_fma32)),  # third source is the literal K
-    "v_fmamk_f32": ("f32", ("f32", "f32", "f32"), _f(lambda a, k, b: _fma32(a, k, b))),
+    "v_fma_f32": ("f32", ("f32",) * 3, _fma),
+    "v_fmac_f32": ("f32", ("f32", "f32", "f32"), _fma),  # third source is the destination
+    "v_fmaak_f32": ("f32", ("f32", "f32", "f32"), _fma),  # third source is the literal K
+    "v_fmamk_f32": ("f32", ("f32", "f32", "f32"), _f(lambda a, k, b: _fma(a, k, b))),
     "v_mad_f32": ("f32", ("f32",) * 3, _f(lambda a, b, c: a * b + c)),
-    "v_min_f32": ("f32", ("f32", "f32"), _f(np.fmin)), "v_max_f32": ("f32", ("f32", "f32"), _f(np.fmax)),
-    "v_min3_f32": ("f32", ("f32",) * 3, _f(lambda a, b, c: np.fmin(np.fmin(a, b), c))),
-    "v_max3_f32": ("f32", ("f32",) * 3, _f(lambda a, b, c: np.fmax(np.fmax(a, b), c))),
-    "v_med3_f32": ("f32", ("f32",) * 3, _f(_med3)),
+    "v_min_f32": ("f32", ("f32", "f32"), vmin), "v_max_f32": ("f32", ("f32", "f32"), vmax),
+    "v_min3_f32": ("f32", ("f32",) * 3, vmin3), "v_max3_f32": ("f32", ("f32",) * 3, vmax3),
+    "v_med3_f32": ("f32", ("f32",) * 3, vmed3),
+    "v_maxmin_f32": ("f32", ("f32",) * 3, lambda a, b, c: vmin(vmax(a, b), c)),
+    "v_minmax_f32": ("f32", ("f32",) * 3, lambda a, b, c: vmax(vmin(a, b), c)),
     "v_rcp_f32": ("f32", ("f32",), _f(lambda a: (F32(1) / a).astype(F32))),
     "v_rcp_iflag_f32": ("f32", ("f32",), _f(lambda a: (F32(1) / a).astype(F32))),
     "v_sqrt_f32": ("f32", ("f32",), _f(np.sqrt)),
@@ -165,7 +207,7 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_floor_f32": ("f32", ("f32",), np.floor), "v_ceil_f32": ("f32", ("f32",), np.ceil),
     "v_trunc_f32": ("f32", ("f32",), np.trunc), "v_rndne_f32": ("f32", ("f32",), np.rint),
     "v_fract_f32": ("f32", ("f32",), _f(lambda a: np.minimum(a - np.floor(a), F32(0.99999994)))),
-    "v_ldexp_f32": ("f32", ("f32", "i32"), _f(lambda a, e: np.ldexp(a, e).astype(F32))),
+    "v_ldexp_f32": ("f32", ("f32", "i32"), _f(_ldexp)),
     "v_frexp_mant_f32": ("f32", ("f32",), _f(lambda a: np.frexp(a)[0].astype(F32))),
     "v_frexp_exp_i32_f32": ("i32", ("f32",), _f(lambda a: np.frexp(a)[1].astype(I32))),
     "v_cvt_f32_i32": ("f32", ("i32",), lambda a: a.astype(F32)),
@@ -174,16 +216,27 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_cvt_u32_f32": ("u32", ("f32",), lambda a: _cvt_f32_to_int(a, U32)),
     "v_cvt_floor_i32_f32": ("i32", ("f32",), lambda a: _cvt_f32_to_int(np.floor(a), I32)),
     "v_cvt_nearest_i32_f32": ("i32", ("f32",), lambda a: _cvt_f32_to_int(np.floor(a + F32(0.5)), I32)),
-    "v_div_fmas_f32": ("f32", ("f32", "f32", "f32"), _f(_fma32)),  # no scaling: div_scale never scales
-    "v_div_fixup_f32": ("f32", ("f32", "f32", "f32"), _div_fixup),
+    "v_div_fixup_f32": ("f32", ("f32", "f32", "f32"), fpmath.div_fixup),
     # 16-bit float and integer (unpacked)
     "v_add_f16": ("f16", ("f16", "f16"), _f(lambda a, b: a + b)),
     "v_sub_f16": ("f16", ("f16", "f16"), _f(lambda a, b: a - b)),
     "v_subrev_f16": ("f16", ("f16", "f16"), _f(lambda a, b: b - a)),
     "v_mul_f16": ("f16", ("f16", "f16"), _f(lambda a, b: a * b)),
-    "v_fma_f16": ("f16", ("f16",) * 3, _f(lambda a, b, c: (a.astype(F64) * b + c).astype(F16))),
-    "v_fmac_f16": ("f16", ("f16",) * 3, _f(lambda a, b, c: (a.astype(F64) * b + c).astype(F16))),
-    "v_max_f16": ("f16", ("f16", "f16"), _f(np.fmax)), "v_min_f16": ("f16", ("f16", "f16"), _f(np.fmin)),
+    "v_fma_f16": ("f16", ("f16",) * 3, _fma), "v_fmac_f16": ("f16", ("f16",) * 3, _fma),
+    "v_max_f16": ("f16", ("f16", "f16"), vmax), "v_min_f16": ("f16", ("f16", "f16"), vmin),
+    "v_min3_f16": ("f16", ("f16",) * 3, vmin3), "v_max3_f16": ("f16", ("f16",) * 3, vmax3),
+    "v_med3_f16": ("f16", ("f16",) * 3, vmed3),
+    "v_maxmin_f16": ("f16", ("f16",) * 3, lambda a, b, c: vmin(vmax(a, b), c)),
+    "v_minmax_f16": ("f16", ("f16",) * 3, lambda a, b, c: vmax(vmin(a, b), c)),
+    "v_min3_i16": ("i16", ("i16",) * 3, lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_max3_i16": ("i16", ("i16",) * 3, lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_min3_u16": ("u16", ("u16",) * 3, lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_max3_u16": ("u16", ("u16",) * 3, lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_med3_i16": ("i16", ("i16",) * 3, _med3), "v_med3_u16": ("u16", ("u16",) * 3, _med3),
+    "v_ldexp_f16": ("f16", ("f16", "i16"), _f(_ldexp)),
+    "v_fmaak_f16": ("f16", ("f16",) * 3, _fma), "v_fmamk_f16": ("f16", ("f16",) * 3, _fma),
+    "v_div_fixup_f16": ("f16", ("f16",) * 3, fpmath.div_fixup),
+    "v_subrev_nc_u16": ("u16", ("u16", "u16"), lambda a, b: b - a),
     "v_cvt_f16_f32": ("f16", ("f32",), _f(lambda a: a.astype(F16))),
     "v_cvt_f32_f16": ("f32", ("f16",), lambda a: a.astype(F32)),
     "v_add_nc_u16": ("u16", ("u16", "u16"), lambda a, b: a + b),
@@ -204,8 +257,7 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     # bit counts
     "v_clz_i32_u32": ("u32", ("u32",), lambda a: _clz(a, 32)),
     "v_ctz_i32_b32": ("u32", ("u32",), lambda a: _ctz(a, 32)),
-    "v_cls_i32": ("u32", ("i32",), lambda a: np.where((a == 0) | (a == -1), U32(0xFFFFFFFF),
-                                                         _clz(np.where(a < 0, ~a, a).view(U32), 32) - U32(1))),
+    "v_cls_i32": ("u32", ("i32",), lambda a: _cls(a, 32)),
     # more float: rounding and 16/64-bit forms
     "v_floor_f16": ("f16", ("f16",), np.floor), "v_ceil_f16": ("f16", ("f16",), np.ceil),
     "v_trunc_f16": ("f16", ("f16",), np.trunc), "v_rndne_f16": ("f16", ("f16",), np.rint),
@@ -215,28 +267,40 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_cvt_i16_f16": ("i16", ("f16",), lambda a: _cvt_f32_to_int(a, I16)),
     "v_cvt_u16_f16": ("u16", ("f16",), lambda a: _cvt_f32_to_int(a, U16)),
     "v_cvt_f16_i16": ("f16", ("i16",), lambda a: a.astype(F16)), "v_cvt_f16_u16": ("f16", ("u16",), lambda a: a.astype(F16)),
-    "v_max_f64": ("f64", ("f64", "f64"), _f(np.fmax)), "v_min_f64": ("f64", ("f64", "f64"), _f(np.fmin)),
+    "v_max_f64": ("f64", ("f64", "f64"), vmax), "v_min_f64": ("f64", ("f64", "f64"), vmin),
     "v_rcp_f64": ("f64", ("f64",), _f(lambda a: 1 / a)), "v_sqrt_f64": ("f64", ("f64",), _f(np.sqrt)),
     "v_rsq_f64": ("f64", ("f64",), _f(lambda a: 1 / np.sqrt(a))),
     "v_floor_f64": ("f64", ("f64",), np.floor), "v_ceil_f64": ("f64", ("f64",), np.ceil),
     "v_trunc_f64": ("f64", ("f64",), np.trunc), "v_rndne_f64": ("f64", ("f64",), np.rint),
     "v_fract_f64": ("f64", ("f64",), _f(lambda a: np.minimum(a - np.floor(a), F64(0.9999999999999999)))),
-    "v_ldexp_f64": ("f64", ("f64", "i32"), _f(lambda a, e: np.ldexp(a, e))),
+    "v_ldexp_f64": ("f64", ("f64", "i32"), _f(_ldexp)),
     "v_frexp_mant_f64": ("f64", ("f64",), _f(lambda a: np.frexp(a)[0])),
     "v_frexp_exp_i32_f64": ("i32", ("f64",), _f(lambda a: np.frexp(a)[1].astype(I32))),
     "v_cvt_u32_f64": ("u32", ("f64",), lambda a: _cvt_f32_to_int(a, U32)),
-    "v_div_fmas_f64": ("f64", ("f64", "f64", "f64"), _f(lambda a, b, c: a * b + c)),
-    "v_div_fixup_f64": ("f64", ("f64", "f64", "f64"), _div_fixup),
+    "v_div_fixup_f64": ("f64", ("f64", "f64", "f64"), fpmath.div_fixup),
     # 64-bit float
     "v_add_f64": ("f64", ("f64", "f64"), _f(lambda a, b: a + b)),
     "v_mul_f64": ("f64", ("f64", "f64"), _f(lambda a, b: a * b)),
-    "v_fma_f64": ("f64", ("f64",) * 3, _f(lambda a, b, c: a * b + c)),
+    "v_fma_f64": ("f64", ("f64",) * 3, _fma), "v_fmac_f64": ("f64", ("f64",) * 3, _fma),
     "v_cvt_f64_f32": ("f64", ("f32",), lambda a: a.astype(F64)),
     "v_cvt_f32_f64": ("f32", ("f64",), _f(lambda a: a.astype(F32))),
     "v_cvt_f64_i32": ("f64", ("i32",), lambda a: a.astype(F64)),
     "v_cvt_f64_u32": ("f64", ("u32",), lambda a: a.astype(F64)),
     "v_cvt_i32_f64": ("i32", ("f64",), lambda a: _cvt_f32_to_int(a, I32)),
 }
+
+
+# the same operations outside IEEE mode (RSRC1.IEEE_MODE = 0): signalling NaNs are not quieted
+_NO_IEEE = {"vmin": lambda a, b: vmin(a, b, False), "vmax": lambda a, b: vmax(a, b, False)}
+IEEE_SENSITIVE = {}
+for _t in ("f16", "f32", "f64"):
+    IEEE_SENSITIVE.update({
+        f"v_min_{_t}": _NO_IEEE["vmin"], f"v_max_{_t}": _NO_IEEE["vmax"],
+        f"v_min3_{_t}": lambda a, b, c: vmin3(a, b, c, False), f"v_max3_{_t}": lambda a, b, c: vmax3(a, b, c, False),
+        f"v_med3_{_t}": lambda a, b, c: vmed3(a, b, c, False),
+        f"v_maxmin_{_t}": lambda a, b, c: vmin(vmax(a, b, False), c, False),
+        f"v_minmax_{_t}": lambda a, b, c: vmax(vmin(a, b, False), c, False)})
+IEEE_SENSITIVE = {k: v for k, v in IEEE_SENSITIVE.items() if k in VALU}
 
 
 def _bitrev32(a):
@@ -379,6 +443,9 @@ SALU1 = {  # one source
     "s_mov_b32": lambda a: (a, None), "s_mov_b64": lambda a: (a, None),
     "s_not_b32": lambda a: (~a, _nz(~a)), "s_not_b64": lambda a: (~a, _nz(~a)),
     "s_brev_b32": lambda a: (_bitrev32(a), None),
+    "s_brev_b64": lambda a: (_bitrev32((a >> U64(32)).astype(U32)).astype(U64)
+                             | _bitrev32((a & U64(0xFFFFFFFF)).astype(U32)).astype(U64) << U64(32), None),
+    "s_cls_i32": lambda a: (_cls(a, 32), None), "s_cls_i32_i64": lambda a: (_cls(a, 64), None),
     "s_bcnt0_i32_b32": lambda a: ((r := (32 - np.bitwise_count(a)).astype(U32)), r != 0),
     "s_bcnt1_i32_b32": lambda a: ((r := np.bitwise_count(a).astype(U32)), r != 0),
     "s_bcnt1_i32_b64": lambda a: ((r := np.bitwise_count(a).astype(U32)), r != 0),

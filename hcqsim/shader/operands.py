@@ -37,6 +37,8 @@ class Context:
     space: object  # AddressSpace, for memory instructions
     kernel: str  # "kernel at 0x..." for messages
     arch: str = "gfx1100"
+    ieee: bool = True  # RSRC1.IEEE_MODE: min/max quiet signalling NaNs
+    dx10_clamp: bool = True  # RSRC1.DX10_CLAMP: clamp turns NaN into 0
 
     @property
     def null(self) -> int:
@@ -144,11 +146,27 @@ def true16(code: int) -> tuple[int, bool]:
     return fm.VGPR_BASE + (r & 0x7F), bool(r & 0x80)
 
 
+_SIGN = {16: U16(0x8000), 32: U32(0x80000000), 64: U64(0x8000000000000000)}
+_BITS = {16: U16, 32: U32, 64: U64}
+
+
 def _modifiers(read: Callable, typ: str, abs_: bool, neg: bool) -> Callable:
-    if not (abs_ or neg):
+    """Source modifiers: |x| and -x on float operands; on raw-bit operands (v_cndmask_b32, v_mov) the same
+    operations on the sign bit, as the hardware applies them. Integer operands take none (callers refuse
+    modifier bits on them: `check_no_int_modifiers`)."""
+    if not (abs_ or neg) or typ[0] in "ui":
         return read
-    if not typ.startswith("f"):
-        return read  # integer operands ignore the float modifiers
+    if typ[0] == "b":
+        sign = _SIGN[WIDTH[typ]]
+        dt = _BITS[WIDTH[typ]]
+
+        def mod_bits(W, w):
+            x = np.asarray(read(W, w)).astype(dt, copy=False)
+            if abs_:
+                x = x & ~sign
+            return x ^ sign if neg else x
+        return mod_bits
+
     def mod(W, w):
         x = read(W, w)
         if abs_:
@@ -157,8 +175,16 @@ def _modifiers(read: Callable, typ: str, abs_: bool, neg: bool) -> Callable:
     return mod
 
 
-def vdst_writer(ctx: Context, instr: Instr, reg: int, typ: str, hi: bool = False) -> Callable:
-    """Writer of a VALU result to VGPR `reg`: f(W, w, value, lanes)."""
+def check_no_int_modifiers(ctx: "Context", instr: Instr, types, abs_bits: int, neg_bits: int) -> None:
+    """neg/abs bits on an integer operand have no defined meaning: refuse them instead of ignoring them."""
+    for i, typ in enumerate(types):
+        if typ[0] in "ui" and ((abs_bits >> i) & 1 or (neg_bits >> i) & 1):
+            raise ctx.unsupported(instr, f"neg/abs modifier on integer source {i} ({typ})")
+
+
+def vdst_writer(ctx: Context, instr: Instr, reg: int, typ: str, hi: bool = False, zero_hi: bool = False) -> Callable:
+    """Writer of a VALU result to VGPR `reg`: f(W, w, value, lanes). A 16-bit result goes to the low or
+    (`hi`) high half, keeping the other half, or with `zero_hi` zeroing the high half (GFX9 16-bit ops)."""
     bits = WIDTH[typ]
     if reg + (2 if bits == 64 else 1) > ctx.vgprs:
         raise ctx.unsupported(instr, f"writes v{reg}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
@@ -171,7 +197,7 @@ def vdst_writer(ctx: Context, instr: Instr, reg: int, typ: str, hi: bool = False
         return write64
     if bits == 16:
         sh = U32(16 if hi else 0)
-        keep = U32(0x0000FFFF if hi else 0xFFFF0000)
+        keep = U32(0x0000FFFF if hi else (0 if zero_hi else 0xFFFF0000))
         def write16(W, w, value, lanes):
             u = np.asarray(value).view(U16).astype(U32) << sh
             old = W.v[w, reg]
@@ -184,15 +210,20 @@ def vdst_writer(ctx: Context, instr: Instr, reg: int, typ: str, hi: bool = False
     return write32
 
 
-def _float_post(typ: str, clamp: int, omod: int) -> Callable | None:
+def _float_post(typ: str, clamp: int, omod: int, dx10_clamp: bool = True) -> Callable | None:
+    """Output modifiers of float results: omod scales by 2, 4 or 0.5, then clamp to [0, 1] (a NaN clamps to
+    0 in DX10 mode, and stays NaN otherwise)."""
     if not typ.startswith("f") or not (clamp or omod):
         return None
     scale = {0: None, 1: 2.0, 2: 4.0, 3: 0.5}[omod]
     def post(x):
-        if scale is not None:
-            x = (x * x.dtype.type(scale)).astype(x.dtype)
-        if clamp:
-            x = np.clip(x, 0, 1).astype(x.dtype)
+        with np.errstate(all="ignore"):
+            if scale is not None:
+                x = (x * x.dtype.type(scale)).astype(x.dtype)
+            if clamp:
+                nan = np.isnan(x)
+                x = np.clip(x, 0, 1).astype(x.dtype)
+                x = np.where(nan, x.dtype.type(0) if dx10_clamp else x, x)
         return x
     return post
 

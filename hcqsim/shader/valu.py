@@ -11,8 +11,10 @@ from . import alu, dpp, matrix, sdwa
 from . import formats as fm
 from . import formats_gfx9 as fg9
 from .alu import DTYPES, F16, F32, F64, U16, U32, U64, WIDTH
+from . import fpmath
 from .decoder import Instr
-from .operands import Context, Run, _advance, _float_post, _modifiers, true16, vdst_writer, vsrc
+from .operands import (Context, Run, _advance, _float_post, _modifiers, check_no_int_modifiers, true16,
+                       vdst_writer, vsrc)
 from .waves import EXEC, VCC
 
 def _sources(instr: Instr) -> list[int]:
@@ -75,53 +77,106 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
     out_t, in_ts, fn = alu.VALU[name]
     srcs = _sources(instr)
     plan = _dpp(instr, ctx, srcs)
+    readers = _readers(instr, ctx, name, in_ts, srcs, plan)
+    write = _result_writer(instr, ctx, name, out_t)
     vop3 = fam in ("VOP3", "VOP3SD")
-    abs_bits, neg_bits = (f.get("abs", 0), f.get("neg", 0)) if vop3 else (0, 0)
-    if plan is not None and not vop3:  # e32 DPP carries the src0/src1 modifiers in its control dword
-        abs_bits, neg_bits = plan.abs[0] | plan.abs[1] << 1, plan.neg[0] | plan.neg[1] << 1
-    opsel = f.get("opsel", 0) if vop3 else 0
-    readers = []
-    e32 = fam in ("VOP1", "VOP2") and ctx.true16
-    for i, typ in enumerate(in_ts):
-        if typ == "mask":  # v_cndmask: VCC in e32, an SGPR mask in VOP3 src2
-            code = f["src2"] if vop3 else VCC
-            readers.append(lambda W, w, c=code: W.lanes_of(w, c))
-            continue
-        if name in ("v_fmac_f32", "v_fmac_f16") and i == 2:
-            code = f["vdst"] + fm.VGPR_BASE
-        elif name == "v_fmaak_f32" and i == 2 or name == "v_fmamk_f32" and i == 1:
-            code = fm.LITERAL
-        elif name == "v_fmamk_f32" and i == 2:
-            code = srcs[1]
-        else:
-            code = srcs[i]
-        if e32 and WIDTH[typ] == 16:
-            code, hi = true16(code)
-        else:
-            hi = bool(opsel >> i & 1)
-        r = vsrc(ctx, instr, code, typ, hi=hi)
-        readers.append(_modifiers(r, typ, bool(abs_bits >> i & 1), bool(neg_bits >> i & 1)))
-    if e32 and WIDTH[out_t] == 16:
-        dst, dst_hi = true16(f["vdst"] + fm.VGPR_BASE)
-        write = vdst_writer(ctx, instr, dst - fm.VGPR_BASE, out_t, hi=dst_hi)
-    else:
-        write = vdst_writer(ctx, instr, f["vdst"], out_t, hi=bool(opsel >> 3 & 1))
-    post = _float_post(out_t, f.get("clamp", 0), f.get("omod", 0)) if vop3 else None
-    if vop3 and f.get("clamp") and not out_t.startswith("f"):
-        raise ctx.unsupported(instr, "integer clamp (saturation) is not emulated")
+    clamp = f.get("clamp", 0) if vop3 else 0
+    post = _float_post(out_t, clamp, f.get("omod", 0), ctx.dx10_clamp) if vop3 else None
+    saturate = None
+    if clamp and not out_t.startswith("f"):
+        if name not in SATURATING:
+            raise ctx.unsupported(instr, "integer clamp on an operation without a saturating form")
+        saturate = _saturator(out_t)
+    if not ctx.ieee and name in alu.IEEE_SENSITIVE:
+        fn = alu.IEEE_SENSITIVE[name]
     dt = DTYPES[out_t]
     step = _advance(instr.size)
     gather = _with_dpp(plan, readers, lambda W, w: W.exec_lanes(w))
 
     def run(W, w):
         args, lanes = gather(W, w)
-        value = fn(*args)
-        value = np.asarray(value).astype(dt, copy=False)
+        if saturate is not None:
+            value = saturate(fn(*[np.asarray(a).astype(np.int64) for a in args]))
+        else:
+            value = np.asarray(fn(*args)).astype(dt, copy=False)
         if post is not None:
             value = post(value)
         write(W, w, value, lanes)
         step(W, w)
     return run
+
+
+# integer operations whose VOP3 clamp bit saturates the result to the destination type's range
+SATURATING = frozenset({"v_add_nc_u32", "v_sub_nc_u32", "v_subrev_nc_u32", "v_add_nc_i32", "v_sub_nc_i32",
+                        "v_add_nc_u16", "v_sub_nc_u16", "v_subrev_nc_u16", "v_add_nc_i16", "v_sub_nc_i16"})
+# GFX9 16-bit results that keep the destination's high half (all others zero it: LLVM's
+# GCNSubtarget::zeroesHigh16BitsOfDest)
+GFX9_KEEPS_HIGH_HALF = frozenset({"v_fmac_f16", "v_mac_f16", "v_fmamk_f16", "v_fmaak_f16", "v_madmk_f16",
+                                  "v_madak_f16"})
+_ACCUMULATOR = {"v_fmac_f32": 2, "v_fmac_f16": 2, "v_fmac_f64": 2, "v_mac_f32": 2, "v_mac_f16": 2}
+_LITERAL_K = {"v_fmaak_f32": 2, "v_fmaak_f16": 2, "v_fmamk_f32": 1, "v_fmamk_f16": 1}
+_OPSEL_SHIFT_AMOUNT = frozenset({"v_alignbit_b32", "v_alignbyte_b32"})  # op_sel[2]: src2 from its high half
+
+
+def _saturator(out_t: str):
+    info = np.iinfo(DTYPES[out_t])
+    return lambda v: np.clip(v, info.min, info.max).astype(DTYPES[out_t])
+
+
+def _readers(instr: Instr, ctx: Context, name: str, in_ts, srcs: list[int], plan) -> list:
+    """Readers of a VALU instruction's sources with their modifiers: true16 halves (e32), op_sel halves
+    (VOP3), neg/abs from VOP3 or the DPP control, the accumulator of v_fmac/v_mac, the literal K of
+    v_fmaak/v_fmamk, and VCC or an SGPR lane mask for v_cndmask."""
+    f, fam = instr.fields, instr.family
+    vop3 = fam in ("VOP3", "VOP3SD")
+    abs_bits, neg_bits = (f.get("abs", 0), f.get("neg", 0)) if vop3 else (0, 0)
+    if plan is not None and not vop3:  # e32 DPP carries the src0/src1 modifiers in its control dword
+        abs_bits, neg_bits = plan.abs[0] | plan.abs[1] << 1, plan.neg[0] | plan.neg[1] << 1
+    check_no_int_modifiers(ctx, instr, in_ts, abs_bits, neg_bits)
+    opsel = f.get("opsel", 0) if vop3 else 0
+    e32 = fam in ("VOP1", "VOP2") and ctx.true16
+    readers = []
+    for i, typ in enumerate(in_ts):
+        if typ == "mask":  # v_cndmask: VCC in e32, an SGPR mask in VOP3 src2
+            code = f["src2"] if vop3 else VCC
+            readers.append(lambda W, w, c=code: W.lanes_of(w, c))
+            continue
+        hi = bool(opsel >> i & 1)
+        if _ACCUMULATOR.get(name) == i:
+            code = f["vdst"] + fm.VGPR_BASE
+            hi = bool(opsel >> 3 & 1)  # the accumulator is the destination, in the destination's half
+        elif _LITERAL_K.get(name) == i:
+            code = fm.LITERAL
+        elif name in _LITERAL_K and _LITERAL_K[name] == 1 and i == 2:
+            code = srcs[1]
+        else:
+            code = srcs[i]
+        if e32 and WIDTH[typ] == 16:
+            code, hi = true16(code)
+        if hi and WIDTH[typ] != 16:
+            if not (name in _OPSEL_SHIFT_AMOUNT and i == 2):
+                raise ctx.unsupported(instr, f"op_sel on 32-bit source {i}")
+            r = vsrc(ctx, instr, code, "u16", hi=True)
+            readers.append(lambda W, w, r=r: np.asarray(r(W, w)).astype(U32))
+            continue
+        r = vsrc(ctx, instr, code, typ, hi=hi)
+        readers.append(_modifiers(r, typ, bool(abs_bits >> i & 1), bool(neg_bits >> i & 1)))
+    return readers
+
+
+def _result_writer(instr: Instr, ctx: Context, name: str, out_t: str):
+    """The destination writer: true16 halves (gfx11 e32), op_sel[3] (VOP3), GFX9's zeroed high half."""
+    f, fam = instr.fields, instr.family
+    vop3 = fam in ("VOP3", "VOP3SD")
+    opsel = f.get("opsel", 0) if vop3 else 0
+    if fam in ("VOP1", "VOP2") and ctx.true16 and WIDTH[out_t] == 16:
+        dst, dst_hi = true16(f["vdst"] + fm.VGPR_BASE)
+        return vdst_writer(ctx, instr, dst - fm.VGPR_BASE, out_t, hi=dst_hi)
+    hi = bool(opsel >> 3 & 1)
+    if hi and WIDTH[out_t] != 16:
+        raise ctx.unsupported(instr, "op_sel[3] (high half) on a 32-bit destination")
+    zero_hi = WIDTH[out_t] == 16 and not ctx.true16 and not hi and name not in GFX9_KEEPS_HIGH_HALF
+    return vdst_writer(ctx, instr, f["vdst"], out_t, hi=hi, zero_hi=zero_hi)
 
 
 def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
@@ -130,9 +185,10 @@ def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
     f, name = instr.fields, instr.mnemonic
     cmp = alu.compare(name)
     entry = alu.VALU.get(name)
-    if cmp is None and (entry is None or "mask" in entry[1]):
+    if cmp is None and entry is None:
         raise ctx.unsupported(instr, "VALU operation not implemented with SDWA")
-    in_ts = (cmp[0], cmp[0]) if cmp else entry[1]
+    in_ts = (cmp[0], cmp[0]) if cmp else tuple(t for t in entry[1] if t != "mask")
+    takes_vcc = entry is not None and "mask" in entry[1]
     codes = [fg9.src0_code(f)] + ([fg9.src1_code(f)] if instr.family in ("VOP2", "VOPC") else [])
     if name in ("v_fmac_f32", "v_mac_f32"):
         codes.append(f["vdst"] + fm.VGPR_BASE)
@@ -143,6 +199,8 @@ def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
         abs_, neg = bool(f.get(f"src{i}_abs", 0)), bool(f.get(f"src{i}_neg", 0))
         readers.append(_modifiers(lambda W, w, r=raw, s=sel, x=sext, t=typ: _as_type(sdwa.select(r(W, w), s, x), t),
                                   typ, abs_, neg))
+    if takes_vcc:  # v_cndmask_b32_sdwa: the lane mask is VCC
+        readers.append(lambda W, w: W.lanes_of(w, VCC))
     step = _advance(instr.size)
     if cmp is not None:
         typ, pred, writes_exec = cmp
@@ -160,12 +218,21 @@ def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
     dst = f["vdst"]
     if dst >= ctx.vgprs:
         raise ctx.unsupported(instr, f"writes v{dst}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
-    post = _float_post(out_t, f.get("clamp", 0), f.get("omod", 0))
+    post = _float_post(out_t, f.get("clamp", 0), f.get("omod", 0), ctx.dx10_clamp)
+    saturate = None
+    if f.get("clamp", 0) and not out_t.startswith("f"):
+        if name not in SATURATING:
+            raise ctx.unsupported(instr, "integer clamp on an operation without a saturating form")
+        saturate = _saturator(out_t)
     dst_sel, unused = f["dst_sel"], f["dst_unused"]
 
     def run(W, w):
         lanes = W.exec_lanes(w)
-        value = np.asarray(fn(*[r(W, w) for r in readers])).astype(DTYPES[out_t], copy=False)
+        args = [r(W, w) for r in readers]
+        if saturate is not None:
+            value = saturate(fn(*[np.asarray(a).astype(np.int64) for a in args]))
+        else:
+            value = np.asarray(fn(*args)).astype(DTYPES[out_t], copy=False)
         if post is not None:
             value = post(value)
         bits = value.view(U16).astype(U32) if WIDTH[out_t] == 16 else value.view(U32)
@@ -189,23 +256,31 @@ def _mask_dst(instr: Instr) -> int:
     return instr.fields["sdst"] if instr.family == "VOP3SD" else instr.fields["vdst"]
 
 
-def _compile_vcmp(instr: Instr, ctx: Context, typ: str, pred, writes_exec: bool) -> Run:
+def _compile_vcmp(instr: Instr, ctx: Context, typ: str, pred, writes_exec: bool, typ_b: str | None = None) -> Run:
+    """v_cmp_* / v_cmpx_* (and v_cmp_class_*, whose second source is the class mask of type `typ_b`)."""
     srcs = _sources(instr)
     plan = _dpp(instr, ctx, srcs)
     f = instr.fields
     vop3 = instr.family == "VOP3"
+    types = (typ, typ_b or typ)
     abs_bits, neg_bits = (f.get("abs", 0), f.get("neg", 0)) if vop3 else (0, 0)
     if plan is not None and not vop3:
         abs_bits, neg_bits = plan.abs[0] | plan.abs[1] << 1, plan.neg[0] | plan.neg[1] << 1
+    check_no_int_modifiers(ctx, instr, types, abs_bits, neg_bits)
     opsel = f.get("opsel", 0) if vop3 else 0
-    (c0, h0), (c1, h1) = [true16(c) if not vop3 and ctx.true16 and WIDTH[typ] == 16 else (c, bool(opsel >> i & 1))
-                          for i, c in enumerate(srcs[:2])]
-    ra = _modifiers(vsrc(ctx, instr, c0, typ, h0), typ, bool(abs_bits & 1), bool(neg_bits & 1))
-    rb = _modifiers(vsrc(ctx, instr, c1, typ, h1), typ, bool(abs_bits & 2), bool(neg_bits & 2))
+    readers = []
+    for i, (code, t) in enumerate(zip(srcs[:2], types)):
+        if not vop3 and ctx.true16 and WIDTH[t] == 16:
+            code, hi = true16(code)
+        else:
+            hi = bool(opsel >> i & 1)
+            if hi and WIDTH[t] != 16:
+                raise ctx.unsupported(instr, f"op_sel on 32-bit source {i}")
+        readers.append(_modifiers(vsrc(ctx, instr, code, t, hi), t, bool(abs_bits >> i & 1), bool(neg_bits >> i & 1)))
     dst = EXEC if writes_exec else _mask_dst(instr)
     also = _mask_dst(instr) if writes_exec and not ctx.true16 else None  # GFX9 v_cmpx writes VCC/sdst too
     step = _advance(instr.size)
-    gather = _with_dpp(plan, [ra, rb], lambda W, w: W.exec_lanes(w))
+    gather = _with_dpp(plan, readers, lambda W, w: W.exec_lanes(w))
 
     def run(W, w):
         (a, b), lanes = gather(W, w)
@@ -268,22 +343,36 @@ def _compile_mad64(instr: Instr, ctx: Context) -> Run:
 
 
 def _compile_div_scale(instr: Instr, ctx: Context) -> Run:
-    """v_div_scale_*: hcqsim never scales (exact division below); VCC (sdst) = 0, result = src0."""
+    """v_div_scale_f32/f64: D0 and the post-scaling lane mask (VCC or the VOP3SD sdst), `fpmath.div_scale`."""
     typ = "f64" if instr.mnemonic.endswith("f64") else "f32"
-    ra = vsrc(ctx, instr, instr.fields["src0"], typ)
+    readers = _readers(instr, ctx, instr.mnemonic, (typ,) * 3, _sources(instr), None)
     write = vdst_writer(ctx, instr, instr.fields["vdst"], typ)
     cout = instr.fields["sdst"]
+    post = _float_post(typ, instr.fields.get("clamp", 0), instr.fields.get("omod", 0), ctx.dx10_clamp)
     step = _advance(instr.size)
-    f = instr.fields
 
     def run(W, w):
         lanes = W.exec_lanes(w)
-        a = ra(W, w)
-        if f.get("neg", 0) & 1:
-            a = -a
-        write(W, w, np.broadcast_to(a, lanes.shape), lanes)
+        value, vcc = fpmath.div_scale(*[np.broadcast_to(r(W, w), lanes.shape) for r in readers])
+        write(W, w, post(value) if post else value, lanes)
         if cout != ctx.null:
-            W.set_mask(w, cout, np.zeros(lanes.shape, bool))
+            W.set_mask(w, cout, vcc & lanes)
+        step(W, w)
+    return run
+
+
+def _compile_div_fmas(instr: Instr, ctx: Context) -> Run:
+    """v_div_fmas_f32/f64: a fused multiply-add post-scaled in the lanes VCC marks (`fpmath.div_fmas`)."""
+    typ = "f64" if instr.mnemonic.endswith("f64") else "f32"
+    readers = _readers(instr, ctx, instr.mnemonic, (typ,) * 3, _sources(instr), None)
+    write = vdst_writer(ctx, instr, instr.fields["vdst"], typ)
+    post = _float_post(typ, instr.fields.get("clamp", 0), instr.fields.get("omod", 0), ctx.dx10_clamp)
+    step = _advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        value = fpmath.div_fmas(*[np.broadcast_to(r(W, w), lanes.shape) for r in readers], W.lanes_of(w, VCC))
+        write(W, w, post(value) if post else value, lanes)
         step(W, w)
     return run
 
@@ -335,30 +424,8 @@ def _compile_writelane(instr: Instr, ctx: Context) -> Run:
 
 def _compile_cmp_class(instr: Instr, ctx: Context) -> Run:
     typ = instr.mnemonic.rsplit("_", 1)[1]
-    srcs = _sources(instr)
-    ra, rb = vsrc(ctx, instr, srcs[0], typ), vsrc(ctx, instr, srcs[1], "u32")
-    dst = EXEC if instr.mnemonic.startswith("v_cmpx") else _mask_dst(instr)
-    step = _advance(instr.size)
-
-    def run(W, w):
-        lanes = W.exec_lanes(w)
-        x, m = np.broadcast_to(ra(W, w), lanes.shape), np.broadcast_to(rb(W, w), lanes.shape)
-        bits = x.view(U16 if x.dtype == F16 else U32 if x.dtype == F32 else U64)
-        info = np.finfo(x.dtype)
-        quiet_bit = {2: 0x200, 4: 0x400000, 8: 0x8000000000000}[x.dtype.itemsize]
-        neg = np.signbit(x)
-        nan = np.isnan(x)
-        classes = [nan & ((bits & bits.dtype.type(quiet_bit)) == 0), nan & ((bits & bits.dtype.type(quiet_bit)) != 0),
-                   np.isneginf(x), neg & (np.abs(x) >= info.tiny) & ~np.isinf(x) & ~nan,
-                   neg & (x != 0) & (np.abs(x) < info.tiny), neg & (x == 0), ~neg & (x == 0),
-                   ~neg & (x != 0) & (np.abs(x) < info.tiny) & ~nan, ~neg & (x >= info.tiny) & ~np.isinf(x),
-                   np.isposinf(x)]
-        hit = np.zeros(lanes.shape, bool)
-        for i, c in enumerate(classes):
-            hit |= c & ((m >> U32(i)) & U32(1)).astype(bool)
-        W.set_mask(w, dst, hit & lanes)
-        step(W, w)
-    return run
+    mask_t = "u16" if typ == "f16" else "u32"
+    return _compile_vcmp(instr, ctx, typ, fpmath.fp_class, instr.mnemonic.startswith("v_cmpx"), mask_t)
 
 
 def _compile_mbcnt(instr: Instr, ctx: Context) -> Run:
@@ -433,8 +500,8 @@ _SPECIAL_VALU = {
     "v_readfirstlane_b32": _compile_readfirstlane, "v_readlane_b32": _compile_readlane,
     "v_writelane_b32": _compile_writelane, "v_mad_u64_u32": _compile_mad64, "v_mad_i64_i32": _compile_mad64,
     "v_div_scale_f32": _compile_div_scale, "v_div_scale_f64": _compile_div_scale,
-    "v_cmp_class_f32": _compile_cmp_class, "v_cmp_class_f16": _compile_cmp_class,
-    "v_cmp_class_f64": _compile_cmp_class, "v_cmpx_class_f32": _compile_cmp_class,
+    "v_div_fmas_f32": _compile_div_fmas, "v_div_fmas_f64": _compile_div_fmas,
+    **{f"v_cmp{x}_class_{t}": _compile_cmp_class for x in ("", "x") for t in ("f16", "f32", "f64")},
     "v_nop": lambda instr, ctx: _advance(instr.size),
 }
 

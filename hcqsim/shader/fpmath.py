@@ -1,0 +1,299 @@
+"""IEEE-754 arithmetic the hardware does and numpy does not: correctly rounded fused multiply-add for f16,
+f32 and f64, IEEE-mode min/max (signed zeros ordered, signalling NaNs quieted), and the division helpers
+(`v_div_scale`, `v_div_fmas`, `v_div_fixup`) as the ISA pseudocode defines them.
+
+All functions take and return numpy arrays (any broadcastable shapes) of one float dtype, round to nearest
+even, keep denormals and raise no floating-point warnings.
+
+Fused multiply-add without a hardware FMA: for f16 and f32 the product of two inputs is exact in float64,
+so one addition remains; it is done in float64 with *round to odd* (the TwoSum error term picks the odd
+neighbour when the sum is inexact), and round-to-odd at 53 bits followed by one round-to-nearest to 24 or 11
+bits is a correctly rounded result (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums: proved
+algorithms using rounding to odd", IEEE TC 2008). For f64 the product is split exactly (Veltkamp/Dekker)
+and the same odd-rounding step gives RN(a*b + c); lanes where the split could overflow or the product's low
+part could underflow, and non-finite lanes, are computed exactly with Python integers instead.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+F16, F32, F64 = np.float16, np.float32, np.float64
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_SINT = {2: np.int16, 4: np.int32, 8: np.int64}
+_QUIET = {2: 0x200, 4: 0x400000, 8: 0x8000000000000}
+_MANT = {2: 10, 4: 23, 8: 52}
+_EXP_MASK = {2: 0x1F, 4: 0xFF, 8: 0x7FF}
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return x.view(_UINT[x.dtype.itemsize])
+
+
+def exponent(x: np.ndarray) -> np.ndarray:
+    """The biased exponent field (the ISA's `exponent()`), as int64."""
+    n = x.dtype.itemsize
+    return ((_bits(x) >> _UINT[n](_MANT[n])) & _UINT[n](_EXP_MASK[n])).astype(np.int64)
+
+
+def is_snan(x: np.ndarray) -> np.ndarray:
+    n = x.dtype.itemsize
+    return np.isnan(x) & ((_bits(x) & _UINT[n](_QUIET[n])) == 0)
+
+
+def quiet(x: np.ndarray) -> np.ndarray:
+    """NaNs with the quiet bit set (payload and sign kept); other values unchanged."""
+    n = x.dtype.itemsize
+    b = _bits(x)
+    return np.where(np.isnan(x), b | _UINT[n](_QUIET[n]), b).view(x.dtype)
+
+
+def is_denormal(x: np.ndarray) -> np.ndarray:
+    return (x != 0) & (exponent(x) == 0)
+
+
+def fp_class(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """v_cmp_class_*: true where x is in one of the classes the mask's bits name (0 signalling NaN,
+    1 quiet NaN, 2 -inf, 3 -normal, 4 -denormal, 5 -0, 6 +0, 7 +denormal, 8 +normal, 9 +inf)."""
+    x = np.asarray(x)
+    m = np.asarray(mask).astype(np.uint32)
+    nan, neg, inf = np.isnan(x), np.signbit(x), np.isinf(x)
+    zero, denorm = x == 0, is_denormal(x)
+    normal = ~nan & ~inf & ~zero & ~denorm
+    snan = is_snan(x)
+    classes = (snan, nan & ~snan, inf & neg, normal & neg, denorm & neg, zero & neg, zero & ~neg, denorm & ~neg,
+               normal & ~neg, inf & ~neg)
+    hit = np.zeros(np.broadcast(x, m).shape, bool)
+    for i, c in enumerate(classes):
+        hit |= c & (((m >> np.uint32(i)) & np.uint32(1)) != 0)
+    return hit
+
+
+# ---------------------------------------------------------------------------------------------------
+# fused multiply-add
+
+
+def _round_to_odd_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x + y in float64 rounded to odd: exact sums unchanged, inexact ones land on the neighbour whose last
+    mantissa bit is 1. Non-finite sums are returned as rounded."""
+    s = x + y
+    bv = s - x
+    err = (x - (s - bv)) + (y - bv)  # TwoSum: x + y == s + err exactly (for finite values)
+    bits = s.view(np.int64)
+    adjust = (err != 0) & np.isfinite(err) & ((bits & 1) == 0)
+    away = np.signbit(err) == np.signbit(s)  # the exact sum lies farther from zero than s
+    bits = np.where(adjust, bits + np.where(away, 1, -1), bits)
+    return bits.view(F64)
+
+
+def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a * b + c with a single rounding, in the inputs' dtype (f16, f32 or f64)."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(v) for v in (a, b, c)))
+    dt = np.result_type(a, b, c)
+    with np.errstate(all="ignore"):
+        if dt == F64:
+            return _fma64(a.astype(F64), b.astype(F64), c.astype(F64))
+        p = a.astype(F64) * b.astype(F64)  # exact: at most 48 significant bits, no under/overflow
+        r = _round_to_odd_sum(p, c.astype(F64))
+        return r.astype(dt)
+
+
+_SPLIT = F64(134217729.0)  # 2^27 + 1
+
+
+def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    p = a * b
+    t = _SPLIT * a
+    ah = t - (t - a)
+    al = a - ah
+    t = _SPLIT * b
+    bh = t - (t - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    p, e = _two_prod(a, b)  # a*b == p + e
+    th = c + p
+    bv = th - c
+    tl = (c - (th - bv)) + (p - bv)  # c + p == th + tl
+    v = _round_to_odd_sum(tl, e)  # the two low parts, rounded to odd
+    result = th + v
+    result = np.where(result == 0, th, result)  # an exact zero takes its sign from the plain sum (-0 + -0)
+    ea, eb = exponent(a), exponent(b)
+    # the split is exact only when a*b neither overflows in the splitting nor loses its low part to underflow
+    safe = (np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & (ea < 2046 - 28) & (eb < 2046 - 28)
+            & (ea + eb > 1023 + 110) & (np.abs(c) < F64(2.0) ** 1020) & ((c == 0) | (exponent(c) > 110))
+            & np.isfinite(result))
+    if not safe.all():
+        result = np.array(result, copy=True)
+        for i in np.argwhere(~np.atleast_1d(safe)):
+            i = tuple(i) if result.ndim else ()
+            result[i] = fma_exact(float(a[i]), float(b[i]), float(c[i]))
+    return result
+
+
+def fma_exact(a: float, b: float, c: float, scale: int = 0) -> float:
+    """Correctly rounded (a*b + c) * 2^scale for Python floats (binary64), with exact rational arithmetic."""
+    import math
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return math.ldexp(a * b + c, scale)  # an infinite or NaN factor decides the result with c
+    if not math.isfinite(c):
+        return c  # a finite product never cancels an infinite or NaN addend
+    exact = (Fraction(a) * Fraction(b) + Fraction(c)) * Fraction(2) ** scale
+    if exact == 0:
+        prod_negative = (math.copysign(1.0, a) * math.copysign(1.0, b)) < 0
+        both_negative_zeros = (a == 0 or b == 0) and prod_negative and math.copysign(1.0, c) < 0
+        return -0.0 if both_negative_zeros else 0.0
+    try:
+        return exact.numerator / exact.denominator  # int true division rounds correctly, subnormals too
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
+
+
+# ---------------------------------------------------------------------------------------------------
+# IEEE-mode min/max (v_min_*, v_max_*, and the 3-input forms built from them)
+
+
+def vmin(a: np.ndarray, b: np.ndarray, ieee: bool = True) -> np.ndarray:
+    """v_min_f*: a signalling NaN (IEEE mode) returns that NaN quieted; else a NaN operand yields the other
+    operand; -0 orders below +0."""
+    return _minmax(a, b, ieee, lambda x, y: (x < y) | ((x == y) & np.signbit(x)))
+
+
+def vmax(a: np.ndarray, b: np.ndarray, ieee: bool = True) -> np.ndarray:
+    return _minmax(a, b, ieee, lambda x, y: (x > y) | ((x == y) & ~np.signbit(x)))
+
+
+def _minmax(a, b, ieee, first_wins):
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    with np.errstate(invalid="ignore"):
+        out = np.where(first_wins(a, b), a, b)
+    out = np.where(np.isnan(b), a, out)
+    out = np.where(np.isnan(a), b, out)
+    if ieee:
+        out = np.where(is_snan(b), quiet(b), out)
+        out = np.where(is_snan(a), quiet(a), out)
+    return out.astype(a.dtype, copy=False)
+
+
+def vmin3(a, b, c, ieee: bool = True):
+    return vmin(vmin(a, b, ieee), c, ieee)
+
+
+def vmax3(a, b, c, ieee: bool = True):
+    return vmax(vmax(a, b, ieee), c, ieee)
+
+
+def vmed3(a, b, c, ieee: bool = True):
+    """v_med3_f*: with any NaN operand the result is v_min3; else the median (ISA pseudocode)."""
+    a, b, c = np.broadcast_arrays(np.asarray(a), np.asarray(b), np.asarray(c))
+    mx = vmax3(a, b, c, ieee)
+    med = np.where(_same(mx, a), vmax(b, c, ieee), np.where(_same(mx, b), vmax(a, c, ieee), vmax(a, b, ieee)))
+    nan = np.isnan(a) | np.isnan(b) | np.isnan(c)
+    return np.where(nan, vmin3(a, b, c, ieee), med).astype(a.dtype, copy=False)
+
+
+def _same(x, y):
+    return _bits(x) == _bits(y)
+
+
+# ---------------------------------------------------------------------------------------------------
+# division helpers
+
+
+def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """v_div_scale_f32/f64 (S0 = value to scale, S1 = denominator, S2 = numerator) -> (D0, VCC).
+
+    The ISA pseudocode, with its "== DENORM" tests read as "is denormal". One branch is corrected so that
+    the division macro stays exact: when the denominator is huge (1/S1 denormal) *and* the quotient would be
+    denormal, the pseudocode scales the denominator up by 2^64 (which would overflow it); the denominator is
+    scaled down instead, matching the post-scale direction of v_div_fmas (docs/shader_semantics.md)."""
+    s0, s1, s2 = np.broadcast_arrays(*(np.asarray(v) for v in (s0, s1, s2)))
+    dt = s0.dtype
+    wide = dt == F64
+    big, lim_tiny, k = (768, 53, 128) if wide else (96, 23, 64)
+    d = s0.copy()
+    vcc = np.zeros(d.shape, bool)
+    with np.errstate(all="ignore"):
+        e1, e2 = exponent(s1), exponent(s2)
+        recip = (1.0 / s1.astype(F64))
+        recip_denorm = is_denormal(recip.astype(F64)) if wide else is_denormal(recip)  # 1/S1 as f64
+        quot_denorm = is_denormal((s2 / s1).astype(dt))
+        up, down = np.ldexp(s0, k).astype(dt), np.ldexp(s0, -k).astype(dt)
+    done = np.zeros(d.shape, bool)
+
+    def case(cond, value=None, set_vcc=False):
+        nonlocal d, vcc, done
+        hit = cond & ~done
+        if value is not None:
+            d = np.where(hit, value, d)
+        if set_vcc:
+            vcc = vcc | hit
+        done = done | hit
+
+    case((s2 == 0) | (s1 == 0), np.full(d.shape, np.nan, dt))
+    near_max = (e2 - e1) >= big
+    case(near_max & (s0 == s1), up, True)
+    case(near_max, None, True)
+    case(is_denormal(s1), up)
+    both = recip_denorm & quot_denorm
+    case(both & (s0 == s1), down, True)
+    case(both, None, True)
+    case(recip_denorm, down)
+    case(quot_denorm & (s0 == s2), up, True)
+    case(quot_denorm, None, True)
+    case(e2 <= lim_tiny, up)
+    return d.astype(dt, copy=False), vcc
+
+
+def div_fmas(a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np.ndarray:
+    """v_div_fmas: fma(a, b, c), post-scaled where VCC is set, with one rounding for the scaled result (a
+    denormal quotient is rounded once, as the division needs). The pseudocode's fixed factor (2^32 / 2^64)
+    cannot undo v_div_scale's 2^64 / 2^128 scaling; the factor used is the one that does: 2^(+k) when the
+    quotient estimate S2 is >= 2 (the denominator was scaled up), else 2^(-k) (the numerator was)."""
+    a, b, c, vcc = np.broadcast_arrays(*(np.asarray(v) for v in (a, b, c)), np.asarray(vcc))
+    r = fma(a, b, c)
+    if not vcc.any():
+        return r
+    dt = r.dtype
+    k, bias = (128, 1023) if dt == F64 else (64, 127)
+    scale = np.where(exponent(c) > bias, k, -k)
+    with np.errstate(all="ignore"):
+        if dt == F64:
+            scaled = r.copy()
+            for i in np.argwhere(np.atleast_1d(vcc)):
+                i = tuple(i) if r.ndim else ()
+                scaled[i] = fma_exact(float(a[i]), float(b[i]), float(c[i]), int(scale[i]))
+        else:  # the odd-rounded float64 sum is scaled exactly, then rounded once to f16/f32
+            odd = _round_to_odd_sum(a.astype(F64) * b.astype(F64), c.astype(F64))
+            scaled = np.ldexp(odd, scale).astype(dt)
+    return np.where(vcc, scaled, r)
+
+
+def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """v_div_fixup_f16/f32/f64 (S0 = quotient, S1 = denominator, S2 = numerator), per the ISA pseudocode.
+    Where the pseudocode would pass a NaN estimate through for valid operands (the Newton-Raphson steps
+    overflowed: the quotient is beyond the format's range), the result is the overflow value, +-inf."""
+    q, d, n = np.broadcast_arrays(*(np.asarray(v) for v in (q, d, n)))
+    dt = q.dtype
+    nb = dt.itemsize
+    sign = np.signbit(d) ^ np.signbit(n)
+    inf = np.where(sign, -np.inf, np.inf).astype(dt)
+    zero = np.where(sign, -0.0, 0.0).astype(dt)
+    default_nan = np.array({2: 0xFE00, 4: 0xFFC00000, 8: 0xFFF8000000000000}[nb], _UINT[nb]).view(dt)
+    with np.errstate(all="ignore"):
+        out = np.where(sign, -np.abs(q), np.abs(q)).astype(dt)
+        out = np.where(np.isnan(q), inf, out)  # the macro's estimate overflowed on valid operands
+        mant, bias = _MANT[nb], {2: 15, 4: 127, 8: 1023}[nb]
+        underflow = (exponent(n) - exponent(d)) < -(bias + mant + 1)
+        out = np.where(underflow, zero, out)
+        out = np.where((np.abs(d) == np.inf) | (n == 0), zero, out)
+        out = np.where((d == 0) | (np.abs(n) == np.inf), inf, out)
+        out = np.where((np.abs(d) == np.inf) & (np.abs(n) == np.inf), default_nan, out)
+        out = np.where((d == 0) & (n == 0), default_nan, out)
+        out = np.where(np.isnan(d), quiet(d), out)
+        out = np.where(np.isnan(n), quiet(n), out)
+    return out.astype(dt, copy=False)
