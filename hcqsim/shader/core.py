@@ -61,7 +61,8 @@ class ShaderCore:
             if waves_per_group > scratch[2]:
                 raise ShaderFault(f"a workgroup of {waves_per_group} waves needs more scratch slots than "
                                   f"COMPUTE_TMPRING_SIZE.WAVES = {scratch[2]}")
-        ctx = Context(lanes, vgprs, self.gpu.memory, f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}", self.arch)
+        ctx = Context(lanes, vgprs, self.gpu.memory, f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}", self.arch,
+                      ieee=bool(d.rsrc1 >> 23 & 1), dx10_clamp=bool(d.rsrc1 >> 21 & 1))  # RSRC1 IEEE_MODE, DX10_CLAMP
         total_waves = 0
         for start in range(0, len(groups), batch_groups):
             batch = groups[start:start + batch_groups]

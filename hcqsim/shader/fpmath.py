@@ -141,7 +141,7 @@ def fma_exact(a: float, b: float, c: float, scale: int = 0) -> float:
     if not (math.isfinite(a) and math.isfinite(b)):
         return math.ldexp(a * b + c, scale)  # an infinite or NaN factor decides the result with c
     if not math.isfinite(c):
-        return c  # a finite product never cancels an infinite or NaN addend
+        return c + 0.0  # a finite product never cancels an infinite addend; a NaN addend comes out quieted
     exact = (Fraction(a) * Fraction(b) + Fraction(c)) * Fraction(2) ** scale
     if exact == 0:
         prod_negative = (math.copysign(1.0, a) * math.copysign(1.0, b)) < 0
