@@ -63,6 +63,8 @@ class ShaderCore:
                                   f"COMPUTE_TMPRING_SIZE.WAVES = {scratch[2]}")
         ctx = Context(lanes, vgprs, self.gpu.memory, f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}", self.arch,
                       ieee=bool(d.rsrc1 >> 23 & 1), dx10_clamp=bool(d.rsrc1 >> 21 & 1))  # RSRC1 IEEE_MODE, DX10_CLAMP
+        if self.arch == "gfx942":  # AccVGPRs follow the architectural VGPRs: RSRC3.ACCUM_OFFSET, in 4-register units
+            ctx.accum_offset = min(vgprs, ((d.rsrc3 & 0x3F) + 1) * 4)
         total_waves = 0
         for start in range(0, len(groups), batch_groups):
             batch = groups[start:start + batch_groups]
