@@ -1,0 +1,268 @@
+"""Random expression DAGs: the programs the fuzzer compiles, and hypothesis strategies that draw them.
+
+A `Program` is a list of `Node`s in definition order; a node's arguments are indices of earlier nodes.
+Leaves are `input` (a per-lane value loaded from the input buffer at the lane's global id, or, with
+`uniform`, one value for the whole dispatch), and `const`. `if` and `loop` nodes become control flow:
+
+* `if(c, a, b)` with attr (then_op, else_op, uniform): branch on `c` (made wave-uniform with
+  readfirstlane when `uniform`), compute `then_op(a, b)` or `else_op(a, b)` in the arm, join with a phi.
+* `loop(init, n, b)` with attr (op,): `acc = init`, then `n & 7` times `acc = op(acc, b)`, a per-lane
+  trip count (a divergent loop).
+
+The value semantics live in `evaluate.py`, the IR text in `emit.py`; this module only says which
+operations exist at which types (`SIGNATURES`) and how to draw them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+from . import fp
+
+INTS = ("i1", "i8", "i16", "i32", "i64")
+FLOATS = ("f16", "f32", "f64")
+TYPES = INTS + FLOATS
+WIDTH = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "f16": 16, "f32": 32, "f64": 64}
+WIDE_INTS = INTS[1:]  # integer types that take arithmetic
+
+
+def is_float(ty: str) -> bool:
+    return ty in FLOATS
+
+
+@dataclass(frozen=True)
+class Node:
+    op: str
+    ty: str
+    args: tuple[int, ...] = ()
+    attr: tuple = ()
+
+    def describe(self) -> str:
+        a = f" {self.attr}" if self.attr else ""
+        return f"{self.op}.{self.ty}({', '.join(f'%v{i}' for i in self.args)}){a}"
+
+
+@dataclass(frozen=True)
+class Program:
+    nodes: tuple[Node, ...]
+    outputs: tuple[int, ...]
+    ops_used: frozenset = field(default=frozenset(), compare=False)
+
+    @property
+    def inputs(self) -> list[int]:
+        return [i for i, n in enumerate(self.nodes) if n.op == "input"]
+
+    def describe(self) -> str:
+        lines = [f"%v{i} = {n.describe()}" for i, n in enumerate(self.nodes)]
+        return "\n".join(lines) + f"\noutputs: {', '.join(f'%v{i}' for i in self.outputs)}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# signatures: op -> list of (result type, argument types)
+
+INT_BINARY = ("add", "sub", "mul", "and", "or", "xor", "shl", "lshr", "ashr", "udiv", "sdiv", "urem", "srem",
+              "smin", "smax", "umin", "umax", "sadd.sat", "uadd.sat", "ssub.sat", "usub.sat")
+I1_BINARY = ("and", "or", "xor")
+INT_UNARY = ("abs", "ctpop", "ctlz", "cttz", "bitreverse", "bswap")
+FLOAT_BINARY = ("fadd", "fsub", "fmul", "fdiv", "frem", "copysign", "minnum", "maxnum", "minimum", "maximum")
+FLOAT_UNARY = ("fneg", "fabs", "canonicalize", "sqrt", "floor", "ceil", "ftrunc", "rint", "round", "roundeven")
+FLOAT_TERNARY = ("fma", "fmuladd")
+ICMP_PREDS = ("eq", "ne", "ugt", "uge", "ult", "ule", "sgt", "sge", "slt", "sle")
+FCMP_PREDS = ("oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt", "uge", "ult", "ule", "une", "uno")
+WAVE_OPS = ("readfirstlane", "readlane", "ballot", "mbcnt")
+SQRT_TYPES = ("f32", "f64")  # f16 sqrt is not correctly rounded on hardware (v_sqrt_f16)
+
+
+def binops(ty: str) -> tuple[str, ...]:
+    """Same-type binary operations: what `if` arms and `loop` bodies apply."""
+    if ty == "i1":
+        return I1_BINARY
+    if is_float(ty):
+        return FLOAT_BINARY
+    return INT_BINARY
+
+
+def _signatures() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+    sig: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+
+    def add(op, res, args):
+        sig.setdefault(op, []).append((res, tuple(args)))
+
+    for t in WIDE_INTS:
+        for op in INT_BINARY:
+            add(op, t, (t, t))
+        for op in ("fshl", "fshr"):
+            add(op, t, (t, t, t))
+        for op in INT_UNARY:
+            if op != "bswap" or t != "i8":
+                add(op, t, (t,))
+    for op in I1_BINARY:
+        add(op, "i1", ("i1", "i1"))
+    for t in INTS:
+        add("icmp", "i1", (t, t))
+    for t in TYPES:
+        add("select", t, ("i1", t, t))
+        add("if", t, ("i1", t, t))
+        add("loop", t, (t, "i32", t))
+    for t in FLOATS:
+        for op in FLOAT_BINARY:
+            add(op, t, (t, t))
+        for op in FLOAT_UNARY:
+            if op != "sqrt" or t in SQRT_TYPES:
+                add(op, t, (t,))
+        for op in FLOAT_TERNARY:
+            add(op, t, (t, t, t))
+        add("fcmp", "i1", (t, t))
+        add("is.fpclass", "i1", (t,))
+    for a in INTS:
+        for b in INTS:
+            if WIDTH[b] < WIDTH[a]:
+                add("trunc", b, (a,))
+            if WIDTH[b] > WIDTH[a]:
+                add("zext", b, (a,))
+                add("sext", b, (a,))
+    for a in FLOATS:
+        for b in FLOATS:
+            if WIDTH[b] < WIDTH[a]:
+                add("fptrunc", b, (a,))
+            if WIDTH[b] > WIDTH[a]:
+                add("fpext", b, (a,))
+    for i in INTS:
+        for f in FLOATS:
+            add("sitofp", f, (i,))
+            add("uitofp", f, (i,))
+            if i != "i1":
+                for op in ("fptosi", "fptoui", "fptosi.sat", "fptoui.sat"):
+                    add(op, i, (f,))
+    for i, f in (("i16", "f16"), ("i32", "f32"), ("i64", "f64")):
+        add("bitcast", f, (i,))
+        add("bitcast", i, (f,))
+    add("readfirstlane", "i32", ("i32",))
+    add("readfirstlane", "f32", ("f32",))
+    add("readfirstlane", "i64", ("i64",))
+    add("readlane", "i32", ("i32",))
+    add("ballot", "i64", ("i1",))
+    add("mbcnt", "i32", ("i32", "i32"))
+    return sig
+
+
+SIGNATURES = _signatures()
+
+# how often each op is drawn (ops not listed: 1)
+WEIGHTS = {"select": 3, "icmp": 2, "fcmp": 3, "fadd": 2, "fmul": 2, "fma": 2, "fmuladd": 2, "add": 2,
+           "if": 2, "loop": 2, "trunc": 2, "zext": 2, "sext": 2, "sitofp": 2, "uitofp": 2, "fptosi.sat": 2,
+           "fptoui.sat": 2}
+
+ALL_OPS = tuple(SIGNATURES)
+
+
+# ---------------------------------------------------------------------------------------------------
+# special values, as bit patterns
+
+
+def int_specials(ty: str) -> list[int]:
+    w = WIDTH[ty]
+    mask = (1 << w) - 1
+    if w == 1:
+        return [0, 1]
+    vals = [0, 1, mask, 1 << (w - 1), (1 << (w - 1)) - 1, 2, w - 1, w, w + 1, (1 << (w - 1)) + 1, mask - 1,
+            0x55 & mask, (0xAA << (w - 8)) & mask, 7, 3, 0x80 & mask, 0xFF & mask, 0x7F]
+    return sorted({v & mask for v in vals})
+
+
+def float_specials(ty: str) -> list[int]:
+    e, m, bias, w = fp.fields(ty)
+    s = fp.sign_bit(ty)
+    one = bias << m
+    qnan = fp.inf(ty) | (1 << (m - 1))
+    vals = [0, s, one, one | s, fp.inf(ty), fp.inf(ty, True), qnan, qnan | s, qnan | 1, qnan | 0x15 | s,
+            fp.inf(ty) | 1, fp.inf(ty) | (1 << (m - 2)) | s, fp.inf(ty) | ((1 << (m - 1)) - 1),
+            1, 1 | s, (1 << m) - 1, ((1 << m) - 1) | s, 1 << m, (1 << m) | s, fp.max_finite(ty),
+            fp.max_finite(ty) | s, one + 1, one - 1, (bias + 1) << m, ((bias - 1) << m) | s,
+            ((bias - 1) << m) | (1 << (m - 1)), ((bias + 1) << m) | (1 << (m - 1)) | s]
+    # integer boundaries 2^15, 2^31, 2^63 and neighbours, where the format reaches them
+    for k in (7, 8, 15, 16, 31, 32, 63, 64):
+        if k + bias < (1 << e) - 1:
+            p = (k + bias) << m
+            vals += [p, p | s, p - 1, p + 1, (p - 1) | s, (p + 1) | s]
+    return sorted(set(vals))
+
+
+def values(ty: str) -> st.SearchStrategy[int]:
+    """Bit patterns of `ty`, special values weighted heavily."""
+    w = WIDTH[ty]
+    if is_float(ty):
+        specials = float_specials(ty)
+        e, m, bias, _ = fp.fields(ty)
+        small = st.builds(lambda k, sgn: fp.int_to_float(k, ty) ^ (fp.sign_bit(ty) if sgn else 0),
+                          st.integers(0, 64), st.booleans())
+        sub = st.builds(lambda f, sgn: f | (fp.sign_bit(ty) if sgn else 0), st.integers(1, (1 << m) - 1),
+                        st.booleans())
+        return st.one_of(st.sampled_from(specials), small, st.integers(0, (1 << w) - 1), sub)
+    return st.one_of(st.sampled_from(int_specials(ty)), st.integers(0, (1 << w) - 1),
+                     st.integers(-16, 16)).map(lambda v: v & ((1 << w) - 1))
+
+
+# ---------------------------------------------------------------------------------------------------
+# program strategy
+
+MAX_INPUTS = 6
+
+
+def _attr(draw, op: str, res: str, args: tuple[str, ...]) -> tuple:
+    if op == "icmp":
+        return (draw(st.sampled_from(ICMP_PREDS)),)
+    if op == "fcmp":
+        return (draw(st.sampled_from(FCMP_PREDS)),)
+    if op == "is.fpclass":
+        return (draw(st.one_of(st.sampled_from([3, 1, 2, 0x204, 0x90, 0x60, 0x108, 0x3FC, 0x21]),
+                               st.integers(1, 1023))),)
+    if op == "readlane":
+        return (draw(st.integers(0, 31)),)
+    if op == "if":
+        ops = binops(res)
+        return (draw(st.sampled_from(ops)), draw(st.sampled_from(ops)), draw(st.booleans()))
+    if op == "loop":
+        return (draw(st.sampled_from(binops(res))),)
+    return ()
+
+
+@st.composite
+def programs(draw, max_nodes: int = 12, ops: tuple[str, ...] | None = None,
+             types: tuple[str, ...] = TYPES) -> Program:
+    """A random program of 1..max_nodes operations (plus its leaves) over `ops` and result `types`."""
+    menu = [op for op in (ops or ALL_OPS) for _ in range(WEIGHTS.get(op, 1))
+            if any(r in types and all(a in types or op in ("loop",) for a in args)
+                   for r, args in SIGNATURES[op])]
+    nodes: list[Node] = []
+    users: set[int] = set()
+    count = draw(st.integers(1, max_nodes))
+
+    def leaf(ty: str) -> int:
+        n_inputs = sum(1 for n in nodes if n.op == "input")
+        kinds = ["input", "const", "uniform"] if n_inputs < MAX_INPUTS else ["const"]
+        kind = draw(st.sampled_from(kinds))
+        if kind == "const":
+            nodes.append(Node("const", ty, (), (draw(values(ty)),)))
+        else:
+            nodes.append(Node("input", ty, (), (kind == "uniform",)))
+        return len(nodes) - 1
+
+    def arg(ty: str) -> int:
+        cands = [i for i, n in enumerate(nodes) if n.ty == ty]
+        pick = draw(st.integers(0, min(len(cands), 4)))
+        idx = leaf(ty) if pick == 0 else cands[-pick]
+        users.add(idx)
+        return idx
+
+    for _ in range(count):
+        op = draw(st.sampled_from(menu))
+        sigs = [s for s in SIGNATURES[op] if s[0] in types and all(a in types or op == "loop" for a in s[1])]
+        res, arg_tys = draw(st.sampled_from(sigs))
+        attr = _attr(draw, op, res, arg_tys)
+        args = tuple(arg(t) for t in arg_tys)
+        nodes.append(Node(op, res, args, attr))
+    sinks = [i for i, n in enumerate(nodes) if n.op not in ("input", "const") and i not in users]
+    outputs = tuple(sinks[-4:]) or (len(nodes) - 1,)
+    return Program(tuple(nodes), outputs, frozenset(n.op for n in nodes))

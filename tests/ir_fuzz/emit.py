@@ -1,0 +1,284 @@
+"""A `Program` as an LLVM IR kernel.
+
+The kernel is `@fuzz(ptr addrspace(1) %in, ptr addrspace(1) %uni, ptr addrspace(1) %out)`:
+
+* per-lane input k (the k-th `input` node that is not uniform) is element `gid` of the array of its type
+  at `%in + k * REGION`; i1 inputs are stored as bytes (loaded as i8, truncated);
+* uniform input j is the value of its type at `%uni + 8 * j` (the same address on every lane, so LLVM
+  may load it with a scalar load);
+* output o is stored at element `gid` of `%out + o * REGION`, as its own type (i1 zero-extended to a byte).
+
+`gid` is workgroup id * the hidden group size + workitem id, as HIP computes it. Operations that would be
+UB or poison are guarded the way `evaluate.py` assumes: divisors that are 0 (or -1 with INT_MIN) become 1,
+shift amounts are masked to the width, fptosi/fptoui see 0.0 unless the value truncates into range.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from . import fp
+from .dag import WIDTH, Node, Program, is_float
+
+LLTYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "f16": "half", "f32": "float",
+          "f64": "double"}
+REGION = 8 * 128  # bytes per input / output array: 8 bytes for each of up to 128 lanes
+INTRINSIC_INT = {"smin", "smax", "umin", "umax", "sadd.sat", "uadd.sat", "ssub.sat", "usub.sat", "fshl", "fshr",
+                 "ctpop", "bitreverse", "bswap"}
+INTRINSIC_FLOAT = {"fabs", "copysign", "fma", "fmuladd", "minnum", "maxnum", "minimum", "maximum", "canonicalize",
+                   "sqrt", "floor", "ceil", "ftrunc", "rint", "round", "roundeven"}
+IR_FLOAT_BINARY = {"fadd", "fsub", "fmul", "fdiv", "frem"}
+IR_INT_BINARY = {"add", "sub", "mul", "and", "or", "xor"}
+GID = """  %tid = call i32 @llvm.amdgcn.workitem.id.x()
+  %bid = call i32 @llvm.amdgcn.workgroup.id.x()
+  %imp = call ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
+  %gsp = getelementptr i8, ptr addrspace(4) %imp, i64 12
+  %gs16 = load i16, ptr addrspace(4) %gsp, align 2
+  %gs = zext i16 %gs16 to i32
+  %base = mul i32 %bid, %gs
+  %gid = add i32 %base, %tid
+  %gid64 = zext i32 %gid to i64
+"""
+
+
+def suffix(ty: str) -> str:
+    return ty if is_float(ty) else f"i{WIDTH[ty]}"
+
+
+def int_literal(bits: int, ty: str) -> str:
+    w = WIDTH[ty]
+    if w == 1:
+        return "true" if bits & 1 else "false"
+    v = bits & ((1 << w) - 1)
+    return str(v - (1 << w) if v >> (w - 1) else v)
+
+
+def float_literal(bits: int, ty: str) -> str:
+    """A non-NaN constant as LLVM hex text (floats are written as the double of the same value)."""
+    if ty == "f16":
+        return f"0xH{bits:04X}"
+    if ty == "f32":
+        bits = fp.from_float(fp.to_float(bits, "f32"), "f64")
+    return f"0x{bits:016X}"
+
+
+def _step_into(bound: Fraction, ty: str, above: bool) -> int:
+    """The representable finite value nearest to `bound` on the inside: the least value > bound (above)
+    or the greatest value < bound."""
+    big = fp.to_fraction(fp.max_finite(ty), ty)
+    if above and bound < -big:
+        return fp.max_finite(ty) | fp.sign_bit(ty)
+    if not above and bound > big:
+        return fp.max_finite(ty)
+    r = fp.round_exact(bound, ty)
+    while True:
+        v = fp.to_fraction(r, ty)
+        if above and v <= bound:
+            r = next_float(r, ty, up=True)
+        elif not above and v >= bound:
+            r = next_float(r, ty, up=False)
+        else:
+            return r
+
+
+def next_float(bits: int, ty: str, up: bool) -> int:
+    """The neighbouring value above (up) or below a finite pattern (infinity past the largest)."""
+    s = fp.sign_bit(ty)
+    if fp.is_zero(bits, ty):
+        return 1 if up else 1 | s
+    if (bits & s == 0) == up:
+        return bits + 1
+    return bits - 1
+
+
+def fptoi_bounds(src: str, w: int, signed: bool) -> tuple[int, int]:
+    """(lo, hi) such that trunc(x) fits the integer type exactly when lo <= x <= hi (x not NaN)."""
+    lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if signed else (0, (1 << w) - 1)
+    return _step_into(Fraction(lo - 1), src, above=True), _step_into(Fraction(hi + 1), src, above=False)
+
+
+class Emitter:
+    def __init__(self, prog: Program, wave: int):
+        self.prog, self.wave = prog, wave
+        self.lines: list[str] = []
+        self.decls: dict[str, str] = {}
+        self.block = "entry"
+        self.operand: dict[int, str] = {}
+
+    def declare(self, ret: str, name: str, params: list[str]) -> str:
+        self.decls[name] = f"declare {ret} @{name}({', '.join(params)})"
+        return name
+
+    def call(self, dst: str, ret: str, name: str, args: list[tuple[str, str]]) -> None:
+        self.declare(ret, name, [t for t, _ in args])
+        self.lines.append(f"  {dst} = call {ret} @{name}({', '.join(f'{t} {v}' for t, v in args)})")
+
+    def emit_op(self, dst: str, op: str, ty: str, arg_tys: tuple[str, ...], ops: list[str], attr: tuple) -> None:
+        """The instruction(s) computing `op` into `dst` (no control flow)."""
+        T = LLTYPE[ty]
+        A = LLTYPE[arg_tys[0]] if arg_tys else T
+        L = self.lines.append
+        w = WIDTH[ty]
+        if op in IR_INT_BINARY and not is_float(ty):
+            L(f"  {dst} = {op} {T} {ops[0]}, {ops[1]}")
+        elif op in ("shl", "lshr", "ashr"):
+            L(f"  {dst}.m = and {T} {ops[1]}, {w - 1}")
+            L(f"  {dst} = {op} {T} {ops[0]}, {dst}.m")
+        elif op in ("udiv", "urem"):
+            L(f"  {dst}.z = icmp eq {T} {ops[1]}, 0")
+            L(f"  {dst}.d = select i1 {dst}.z, {T} 1, {T} {ops[1]}")
+            L(f"  {dst} = {op} {T} {ops[0]}, {dst}.d")
+        elif op in ("sdiv", "srem"):
+            L(f"  {dst}.z = icmp eq {T} {ops[1]}, 0")
+            L(f"  {dst}.m1 = icmp eq {T} {ops[1]}, -1")
+            L(f"  {dst}.mn = icmp eq {T} {ops[0]}, {-(1 << (w - 1))}")
+            L(f"  {dst}.o = and i1 {dst}.m1, {dst}.mn")
+            L(f"  {dst}.bad = or i1 {dst}.z, {dst}.o")
+            L(f"  {dst}.d = select i1 {dst}.bad, {T} 1, {T} {ops[1]}")
+            L(f"  {dst} = {op} {T} {ops[0]}, {dst}.d")
+        elif op in INTRINSIC_INT:
+            self.call(dst, T, f"llvm.{op}.{suffix(ty)}", [(T, o) for o in ops])
+        elif op in ("abs", "ctlz", "cttz"):
+            self.call(dst, T, f"llvm.{op}.{suffix(ty)}", [(T, ops[0]), ("i1", "false")])
+        elif op == "icmp":
+            L(f"  {dst} = icmp {attr[0]} {A} {ops[0]}, {ops[1]}")
+        elif op == "select":
+            L(f"  {dst} = select i1 {ops[0]}, {T} {ops[1]}, {T} {ops[2]}")
+        elif op in ("trunc", "zext", "sext", "fptrunc", "fpext", "sitofp", "uitofp", "bitcast"):
+            L(f"  {dst} = {op} {A} {ops[0]} to {T}")
+        elif op == "fneg":
+            L(f"  {dst} = fneg {T} {ops[0]}")
+        elif op in IR_FLOAT_BINARY:
+            L(f"  {dst} = {op} {T} {ops[0]}, {ops[1]}")
+        elif op in INTRINSIC_FLOAT:
+            name = "trunc" if op == "ftrunc" else op
+            self.call(dst, T, f"llvm.{name}.{ty}", [(T, o) for o in ops])
+        elif op == "fcmp":
+            L(f"  {dst} = fcmp {attr[0]} {A} {ops[0]}, {ops[1]}")
+        elif op == "is.fpclass":
+            self.call(dst, "i1", f"llvm.is.fpclass.{arg_tys[0]}", [(A, ops[0]), ("i32", str(attr[0]))])
+        elif op in ("fptosi", "fptoui"):
+            lo, hi = fptoi_bounds(arg_tys[0], w, op == "fptosi")
+            L(f"  {dst}.lo = fcmp oge {A} {ops[0]}, {float_literal(lo, arg_tys[0])}")
+            L(f"  {dst}.hi = fcmp ole {A} {ops[0]}, {float_literal(hi, arg_tys[0])}")
+            L(f"  {dst}.ok = and i1 {dst}.lo, {dst}.hi")
+            L(f"  {dst}.x = select i1 {dst}.ok, {A} {ops[0]}, {A} 0.0")
+            L(f"  {dst} = {op} {A} {dst}.x to {T}")
+        elif op in ("fptosi.sat", "fptoui.sat"):
+            self.call(dst, T, f"llvm.{op}.{suffix(ty)}.{arg_tys[0]}", [(A, ops[0])])
+        elif op == "readfirstlane":
+            self.call(dst, T, f"llvm.amdgcn.readfirstlane.{suffix(ty)}", [(T, ops[0])])
+        elif op == "readlane":
+            self.call(dst, T, "llvm.amdgcn.readlane.i32", [(T, ops[0]), ("i32", str(attr[0] % self.wave))])
+        elif op == "ballot":
+            if self.wave == 32:
+                self.call(f"{dst}.b", "i32", "llvm.amdgcn.ballot.i32", [("i1", ops[0])])
+                L(f"  {dst} = zext i32 {dst}.b to i64")
+            else:
+                self.call(dst, "i64", "llvm.amdgcn.ballot.i64", [("i1", ops[0])])
+        elif op == "mbcnt":
+            self.call(f"{dst}.lo", "i32", "llvm.amdgcn.mbcnt.lo", [("i32", ops[0]), ("i32", "0")])
+            self.call(dst, "i32", "llvm.amdgcn.mbcnt.hi", [("i32", ops[1]), ("i32", f"{dst}.lo")])
+        else:
+            raise KeyError(f"cannot emit {op}.{ty}")
+
+    def new_block(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+        self.block = name
+
+    def node(self, i: int, node: Node, input_slot: dict[int, tuple[bool, int]]) -> None:
+        L = self.lines.append
+        T = LLTYPE[node.ty]
+        dst = f"%v{i}"
+        ops = [self.operand[a] for a in node.args]
+        arg_tys = tuple(self.prog.nodes[a].ty for a in node.args)
+        if node.op == "const":
+            if is_float(node.ty):
+                L(f"  {dst} = bitcast i{WIDTH[node.ty]} {int_literal(node.attr[0], 'i' + str(WIDTH[node.ty]))}"
+                  f" to {T}")
+            else:
+                self.operand[i] = int_literal(node.attr[0], node.ty)
+                return
+        elif node.op == "input":
+            uniform, k = input_slot[i]
+            mem = "i8" if node.ty == "i1" else T
+            if uniform:
+                L(f"  {dst}.p = getelementptr inbounds i8, ptr addrspace(1) %uni, i64 {8 * k}")
+            else:
+                L(f"  {dst}.r = getelementptr inbounds i8, ptr addrspace(1) %in, i64 {k * REGION}")
+                L(f"  {dst}.p = getelementptr inbounds {mem}, ptr addrspace(1) {dst}.r, i64 %gid64")
+            if node.ty == "i1":
+                L(f"  {dst}.b = load i8, ptr addrspace(1) {dst}.p")
+                L(f"  {dst} = trunc i8 {dst}.b to i1")
+            else:
+                L(f"  {dst} = load {T}, ptr addrspace(1) {dst}.p")
+        elif node.op == "if":
+            then_op, else_op, uniform = node.attr
+            cond = ops[0]
+            if uniform:
+                L(f"  {dst}.cz = zext i1 {cond} to i32")
+                self.call(f"{dst}.cr", "i32", "llvm.amdgcn.readfirstlane.i32", [("i32", f"{dst}.cz")])
+                L(f"  {dst}.c = icmp ne i32 {dst}.cr, 0")
+                cond = f"{dst}.c"
+            L(f"  br i1 {cond}, label %b{i}.t, label %b{i}.f")
+            self.new_block(f"b{i}.t")
+            self.emit_op(f"{dst}.t", then_op, node.ty, (node.ty, node.ty), ops[1:], ())
+            L(f"  br label %b{i}.j")
+            self.new_block(f"b{i}.f")
+            self.emit_op(f"{dst}.f", else_op, node.ty, (node.ty, node.ty), ops[1:], ())
+            L(f"  br label %b{i}.j")
+            self.new_block(f"b{i}.j")
+            L(f"  {dst} = phi {T} [{dst}.t, %b{i}.t], [{dst}.f, %b{i}.f]")
+        elif node.op == "loop":
+            prev = self.block
+            L(f"  {dst}.n = and i32 {ops[1]}, 7")
+            L(f"  br label %b{i}.h")
+            self.new_block(f"b{i}.h")
+            L(f"  {dst}.i = phi i32 [0, %{prev}], [{dst}.i1, %b{i}.b]")
+            L(f"  {dst} = phi {T} [{ops[0]}, %{prev}], [{dst}.nx, %b{i}.b]")
+            L(f"  {dst}.c = icmp ult i32 {dst}.i, {dst}.n")
+            L(f"  br i1 {dst}.c, label %b{i}.b, label %b{i}.x")
+            self.new_block(f"b{i}.b")
+            self.emit_op(f"{dst}.nx", node.attr[0], node.ty, (node.ty, node.ty), [dst, ops[2]], ())
+            L(f"  {dst}.i1 = add i32 {dst}.i, 1")
+            L(f"  br label %b{i}.h")
+            self.new_block(f"b{i}.x")
+        else:
+            self.emit_op(dst, node.op, node.ty, arg_tys, ops, node.attr)
+        self.operand[i] = dst
+
+    def kernel(self) -> str:
+        slots = input_slots(self.prog)
+        self.declare("i32", "llvm.amdgcn.workitem.id.x", [])
+        self.declare("i32", "llvm.amdgcn.workgroup.id.x", [])
+        self.declare("ptr addrspace(4)", "llvm.amdgcn.implicitarg.ptr", [])
+        for i, node in enumerate(self.prog.nodes):
+            self.node(i, node, slots)
+        for o, i in enumerate(self.prog.outputs):
+            ty = self.prog.nodes[i].ty
+            val, T = self.operand[i], LLTYPE[ty]
+            if ty == "i1":
+                self.lines.append(f"  %o{o}.z = zext i1 {val} to i8")
+                val, T = f"%o{o}.z", "i8"
+            self.lines.append(f"  %o{o}.r = getelementptr inbounds i8, ptr addrspace(1) %out, i64 {o * REGION}")
+            self.lines.append(f"  %o{o}.p = getelementptr inbounds {T}, ptr addrspace(1) %o{o}.r, i64 %gid64")
+            self.lines.append(f"  store {T} {val}, ptr addrspace(1) %o{o}.p")
+        head = ("define amdgpu_kernel void @fuzz(ptr addrspace(1) noalias readonly %in, "
+                "ptr addrspace(1) noalias readonly %uni, ptr addrspace(1) noalias %out) {\nentry:\n")
+        return ("\n".join(self.decls.values()) + "\n\n" + head + GID + "\n".join(self.lines) + "\n  ret void\n}\n")
+
+
+def input_slots(prog: Program) -> dict[int, tuple[bool, int]]:
+    """node index -> (uniform, slot): per-lane inputs and uniform inputs are numbered separately."""
+    slots: dict[int, tuple[bool, int]] = {}
+    counts = [0, 0]
+    for i, n in enumerate(prog.nodes):
+        if n.op == "input":
+            u = bool(n.attr[0])
+            slots[i] = (u, counts[u])
+            counts[u] += 1
+    return slots
+
+
+def kernel_ir(prog: Program, wave: int) -> str:
+    """The LLVM IR text of `prog` for a target with `wave` lanes per wave (ballot's width depends on it)."""
+    return Emitter(prog, wave).kernel()
