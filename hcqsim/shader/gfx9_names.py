@@ -15,13 +15,18 @@ EXPLICIT = {
     "s_orn2_b64": "s_or_not1_b64", "s_andn2_saveexec_b64": "s_and_not1_saveexec_b64",
     "s_orn2_saveexec_b64": "s_or_not1_saveexec_b64", "s_andn1_saveexec_b64": "s_and_not0_saveexec_b64",
     "s_orn1_saveexec_b64": "s_or_not0_saveexec_b64", "s_ff1_i32_b32": "s_ctz_i32_b32", "s_ff1_i32_b64": "s_ctz_i32_b64",
-    "s_flbit_i32_b32": "s_clz_i32_u32", "s_flbit_i32_b64": "s_clz_i32_u64",
+    "s_flbit_i32_b32": "s_clz_i32_u32", "s_flbit_i32_b64": "s_clz_i32_u64", "s_flbit_i32": "s_cls_i32",
+    "s_flbit_i32_i64": "s_cls_i32_i64",
     # VALU
     "v_add_u32": "v_add_nc_u32", "v_sub_u32": "v_sub_nc_u32", "v_subrev_u32": "v_subrev_nc_u32",
     "v_add_i32": "v_add_nc_i32", "v_sub_i32": "v_sub_nc_i32",
     "v_addc_co_u32": "v_add_co_ci_u32", "v_subb_co_u32": "v_sub_co_ci_u32", "v_subbrev_co_u32": "v_subrev_co_ci_u32",
     "v_add_u16": "v_add_nc_u16", "v_sub_u16": "v_sub_nc_u16", "v_mul_lo_u16": "v_mul_lo_u16",
-    "v_ffbh_u32": "v_clz_i32_u32", "v_ffbl_b32": "v_ctz_i32_b32",
+    "v_ffbh_u32": "v_clz_i32_u32", "v_ffbl_b32": "v_ctz_i32_b32", "v_ffbh_i32": "v_cls_i32",
+    "v_subrev_u16": "v_subrev_nc_u16", "v_add_i16": "v_add_nc_i16", "v_sub_i16": "v_sub_nc_i16",
+    # the GFX9 "legacy" 16-bit forms zero the high half unless op_sel[3] (as all GFX9 16-bit results here do)
+    "v_mad_legacy_u16": "v_mad_u16", "v_mad_legacy_i16": "v_mad_i16", "v_fma_legacy_f16": "v_fma_f16",
+    "v_div_fixup_legacy_f16": "v_div_fixup_f16",
     # cache maintenance: no-ops in a coherent emulator
     "buffer_wbl2": "buffer_gl0_inv", "buffer_inv": "buffer_gl0_inv", "buffer_wbinvl1": "buffer_gl0_inv",
     "buffer_wbinvl1_vol": "buffer_gl0_inv",

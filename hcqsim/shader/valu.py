@@ -538,20 +538,23 @@ def compile_vopd(instr: Instr, ctx: Context) -> Run:
     return run
 
 
-_PACKED = {  # v_pk_* -> (half type, function on the two halves' arrays)
-    "v_pk_add_f16": ("f16", lambda a, b: a + b), "v_pk_mul_f16": ("f16", lambda a, b: a * b),
-    "v_pk_fma_f16": ("f16", lambda a, b, c: (a.astype(F64) * b + c).astype(F16)),
-    "v_pk_min_f16": ("f16", np.fmin), "v_pk_max_f16": ("f16", np.fmax),
-    "v_pk_add_u16": ("u16", lambda a, b: a + b), "v_pk_sub_u16": ("u16", lambda a, b: a - b),
-    "v_pk_add_i16": ("i16", lambda a, b: a + b), "v_pk_sub_i16": ("i16", lambda a, b: a - b),
-    "v_pk_mul_lo_u16": ("u16", lambda a, b: a * b),
-    "v_pk_mad_u16": ("u16", lambda a, b, c: a * b + c), "v_pk_mad_i16": ("i16", lambda a, b, c: a * b + c),
-    "v_pk_lshlrev_b16": ("u16", lambda s, x: x << (s & U16(15))),
-    "v_pk_lshrrev_b16": ("u16", lambda s, x: x >> (s & U16(15))),
-    "v_pk_ashrrev_i16": ("i16", lambda s, x: x >> (s & 15).astype(np.int16)),
-    "v_pk_max_i16": ("i16", np.maximum), "v_pk_min_i16": ("i16", np.minimum),
-    "v_pk_max_u16": ("u16", np.maximum), "v_pk_min_u16": ("u16", np.minimum),
+_PACKED = {  # v_pk_* -> (half type, number of sources, function on the halves' arrays)
+    "v_pk_add_f16": ("f16", 2, lambda a, b: a + b), "v_pk_mul_f16": ("f16", 2, lambda a, b: a * b),
+    "v_pk_fma_f16": ("f16", 3, fpmath.fma),
+    "v_pk_min_f16": ("f16", 2, fpmath.vmin), "v_pk_max_f16": ("f16", 2, fpmath.vmax),
+    "v_pk_add_u16": ("u16", 2, lambda a, b: a + b), "v_pk_sub_u16": ("u16", 2, lambda a, b: a - b),
+    "v_pk_add_i16": ("i16", 2, lambda a, b: a + b), "v_pk_sub_i16": ("i16", 2, lambda a, b: a - b),
+    "v_pk_mul_lo_u16": ("u16", 2, lambda a, b: a * b),
+    "v_pk_mad_u16": ("u16", 3, lambda a, b, c: a * b + c), "v_pk_mad_i16": ("i16", 3, lambda a, b, c: a * b + c),
+    "v_pk_lshlrev_b16": ("u16", 2, lambda s, x: x << (s & 15)),
+    "v_pk_lshrrev_b16": ("u16", 2, lambda s, x: x >> (s & 15)),
+    "v_pk_ashrrev_i16": ("i16", 2, lambda s, x: x >> (s & 15)),
+    "v_pk_max_i16": ("i16", 2, np.maximum), "v_pk_min_i16": ("i16", 2, np.minimum),
+    "v_pk_max_u16": ("u16", 2, np.maximum), "v_pk_min_u16": ("u16", 2, np.minimum),
 }
+_PACKED_SATURATING = frozenset({"v_pk_add_u16", "v_pk_sub_u16", "v_pk_add_i16", "v_pk_sub_i16"})
+_FMA_MIX = {"v_fma_mix_f32": None, "v_fma_mixlo_f16": False, "v_fma_mixhi_f16": True,
+            "v_mad_mix_f32": None, "v_mad_mixlo_f16": False, "v_mad_mixhi_f16": True}  # -> f16 result half
 
 
 def compile_vop3p(instr: Instr, ctx: Context) -> Run:
@@ -559,13 +562,18 @@ def compile_vop3p(instr: Instr, ctx: Context) -> Run:
     f, name = instr.fields, instr.mnemonic
     if matrix.is_matrix(name):
         return matrix.compile_matrix(instr, ctx)
+    if name in _FMA_MIX:
+        return _compile_fma_mix(instr, ctx)
     if name not in _PACKED:
         raise ctx.unsupported(instr, "VOP3P operation not implemented")
-    typ, fn = _PACKED[name]
-    nsrc = fn.__code__.co_argcount
+    typ, nsrc, fn = _PACKED[name]
     opsel, opsel_hi = f["opsel"], f["opsel_hi"] | f["opsel_hi2"] << 2
     neg_lo, neg_hi = f["neg"], f["neg_hi"]
     is_float = typ == "f16"
+    if not is_float and (neg_lo | neg_hi) & ((1 << nsrc) - 1):
+        raise ctx.unsupported(instr, "neg_lo/neg_hi on integer packed sources")
+    if not ctx.ieee and name in ("v_pk_min_f16", "v_pk_max_f16"):
+        fn = (lambda a, b: fpmath.vmin(a, b, False)) if name == "v_pk_min_f16" else (lambda a, b: fpmath.vmax(a, b, False))
     halves = []
     for i in range(nsrc):
         code = f[f"src{i}"]
@@ -578,18 +586,59 @@ def compile_vop3p(instr: Instr, ctx: Context) -> Run:
     dst = f["vdst"]
     if dst >= ctx.vgprs:
         raise ctx.unsupported(instr, f"writes v{dst}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
-    clamp = f["clamp"] and is_float
+    clamp = bool(f["clamp"])
+    if clamp and not is_float and name not in _PACKED_SATURATING:
+        raise ctx.unsupported(instr, "integer clamp on a packed operation without a saturating form")
+    post = _float_post(typ, 1, 0, ctx.dx10_clamp) if clamp and is_float else None
+    saturate = _saturator(typ) if clamp and not is_float else None
     dt = DTYPES[typ]
     step = _advance(instr.size)
 
+    def half(args):
+        with np.errstate(all="ignore"):
+            if saturate is not None:
+                return saturate(fn(*[np.asarray(a).astype(np.int64) for a in args]))
+            value = np.asarray(fn(*args)).astype(dt)
+        return post(value) if post is not None else value
+
     def run(W, w):
         lanes = W.exec_lanes(w)
-        with np.errstate(all="ignore"):
-            lo = np.asarray(fn(*[h[0](W, w) for h in halves])).astype(dt)
-            hi = np.asarray(fn(*[h[1](W, w) for h in halves])).astype(dt)
-        if clamp:
-            lo, hi = np.clip(lo, 0, 1).astype(dt), np.clip(hi, 0, 1).astype(dt)
-        bits = lo.view(U16).astype(U32) | hi.view(U16).astype(U32) << U32(16)
+        lo = half([h[0](W, w) for h in halves])
+        hi = half([h[1](W, w) for h in halves])
+        bits = np.asarray(lo).view(U16).astype(U32) | np.asarray(hi).view(U16).astype(U32) << U32(16)
         W.v[w, dst] = np.where(lanes, bits, W.v[w, dst])
+        step(W, w)
+    return run
+
+
+def _compile_fma_mix(instr: Instr, ctx: Context) -> Run:
+    """v_fma_mix_f32 / v_fma_mixlo_f16 / v_fma_mixhi_f16 (and GFX9's v_mad_mix*): each source is an f32
+    (OPSEL_HI[i] = 0) or the f16 half OPSEL[i] picks, converted exactly; NEG_LO negates and NEG_HI takes the
+    absolute value; fma in f32 (correctly rounded), then for mixlo/hi rounded to f16 into that half."""
+    f, name = instr.fields, instr.mnemonic
+    opsel, opsel_hi = f["opsel"], f["opsel_hi"] | f["opsel_hi2"] << 2
+    readers = []
+    for i in range(3):
+        code = f[f"src{i}"]
+        if opsel_hi >> i & 1:
+            r16 = vsrc(ctx, instr, code, "f16", hi=bool(opsel >> i & 1))
+            r = (lambda W, w, r16=r16: np.asarray(r16(W, w)).astype(F32))
+        else:
+            r = vsrc(ctx, instr, code, "f32")
+        readers.append(_modifiers(r, "f32", bool(f["neg_hi"] >> i & 1), bool(f["neg"] >> i & 1)))
+    to_half = _FMA_MIX[name]
+    clamp = _float_post("f32" if to_half is None else "f16", f["clamp"], 0, ctx.dx10_clamp)
+    write = vdst_writer(ctx, instr, f["vdst"], "f32" if to_half is None else "f16", hi=bool(to_half))
+    step = _advance(instr.size)
+    fused = name.startswith("v_fma")
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        a, b, c = (np.broadcast_to(r(W, w), lanes.shape) for r in readers)
+        with np.errstate(all="ignore"):
+            value = fpmath.fma(a, b, c) if fused else (a * b + c).astype(F32)
+            if to_half is not None:
+                value = value.astype(F16)
+        write(W, w, clamp(value) if clamp else value, lanes)
         step(W, w)
     return run
