@@ -276,6 +276,10 @@ def _apply_mods(x: int, s: Src) -> int:
     return x
 
 
+NAN_CLAMP = 0  # what clamp makes of a NaN (DX10_CLAMP: +0); instruction tests set it to ANY (one root cause, tested
+# once by test_clamp_turns_a_nan_result_into_zero)
+
+
 def _omod_clamp(x: int, kind: str, omod: int, clamp: bool) -> int:
     """Output modifiers of a float result: omod (1: *2, 2: *4, 3: /2) then clamp to [0, 1]: with DX10_CLAMP (set in
     every kernel LLVM emits) NaN clamps to +0; -0 stays -0 (LLVM SIISelLowering performClampCombine folds
@@ -286,7 +290,7 @@ def _omod_clamp(x: int, kind: str, omod: int, clamp: bool) -> int:
         x = ldexp(x, {1: 1, 2: 2, 3: -1}[omod], f)
     if clamp:
         if x == QNAN or is_nan(x, f):
-            return 0
+            return NAN_CLAMP
         if f_lt(x, 0, f):
             return 0
         if f_lt(f.one, x, f):
@@ -360,7 +364,10 @@ class ValuCase:
             if self.dst == "bit":
                 out.append((None, int(res)))
                 continue
-            if self.dst != "none" and _fmt_of(self.dst) is not None and not self.int_clamp:
+            from isa_reference import ANY
+            if bit == ANY:
+                bit = None
+            if res != ANY and self.dst != "none" and _fmt_of(self.dst) is not None and not self.int_clamp:
                 res = _omod_clamp(res, self.dst, self.omod, self.clamp)
             out.append((res, bit))
         return out
@@ -403,7 +410,9 @@ class ValuCase:
     def _matches(self, res: int, got: int, old: int) -> bool:
         """Does the destination register value `got` hold the reference result `res` (QNAN: any quiet NaN; within
         the ulp bound for approximate operations), with the rest of the register as the write rules leave it?"""
-        from isa_reference import QNAN, is_nan, to_float
+        from isa_reference import ANY, QNAN, is_nan, to_float
+        if res == ANY:
+            return True
         f = _fmt_of(self.dst)
         if res != QNAN and not (self.compare.ulp and f is not None):
             return got == self._dst_expect(res, old)
@@ -487,6 +496,76 @@ def operand_text(arch: str, kind: str, reg: int, neg: bool = False, abs_: bool =
 
 
 OMOD_TEXT = {0: "", 1: " mul:2", 2: " mul:4", 3: " div:2"}
+
+
+def mask_operand(arch: str, where: str) -> str:
+    """The text of a lane-mask operand: VCC, or the SGPR (pair) the harness uses for e64 forms."""
+    if where == "vcc":
+        return "vcc_lo" if LANES[arch] == 32 else "vcc"
+    reg = CARRY_IN_SGPR if where == "sgpr_in" else SDST_SGPR
+    return f"s{reg}" if LANES[arch] == 32 else f"s[{reg}:{reg + 1}]"
+
+
+def variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Callable, doc: str, *,
+             forms: tuple[str, ...] = ("e32", "e64"), n64: int = 3, fmods: bool | None = None, acc: bool = False,
+             int_clamp: bool = False, out_mods: bool | None = None, sdst: str | None = None, zero_hi: bool = False,
+             seed: str = "", compare: Check = Check(), halves: bool = True,
+             implicit_vcc: bool = False) -> list[ValuCase]:
+    """Cases of one VALU opcode over forms: "e32" (no modifiers), "e64" (mnemonic_e64) and "vop3" (no suffix; VOP3-only
+    opcodes) with `n64` random modifier sets each: neg/abs on float sources (`fmods`, default: float sources), clamp
+    and omod (`out_mods`, default: float results), register halves of 16-bit operands (gfx11 .l/.h when `halves`).
+    A "bit" source is the lane mask VCC (e32) or an SGPR (e64); `sdst` "mask" adds a lane-mask result (VCC for
+    e32 forms, an SGPR for e64; "exec" for v_cmpx). `acc`: an accumulator in the destination (v_fmac)."""
+    r = rng(arch, name, seed)
+    true16 = arch == "gfx1100" and halves
+    if fmods is None:
+        fmods = any(_fmt_of(k) is not None for k in srcs)
+    if out_mods is None:
+        out_mods = _fmt_of(dst) is not None or int_clamp
+    out = []
+    for form in forms:
+        for _ in range(1 if form == "e32" else n64):
+            mods = form != "e32"
+            case_srcs, texts = [], []
+            dst_hi = true16 and WIDTH.get(dst) == 16 and r.random() < 0.5
+            vi = 0
+            for k in srcs:
+                if k == "bit" and implicit_vcc:  # read from VCC whatever the encoding (v_div_fmas)
+                    case_srcs.append(Src("bit", where="vcc"))
+                    continue
+                if k == "bit":
+                    where = "vcc" if form == "e32" else "sgpr_in"
+                    case_srcs.append(Src("bit", where="vcc" if form == "e32" else "sgpr"))
+                    texts.append(mask_operand(arch, where))
+                    continue
+                is_f = _fmt_of(k) is not None or fmods == "all"
+                neg = bool(mods and fmods and is_f and r.random() < 0.4)
+                ab = bool(mods and fmods and is_f and r.random() < 0.3)
+                hi = (r.random() < 0.5) if (true16 and WIDTH[k] == 16) else None
+                case_srcs.append(Src(k if _fmt_of(k) is not None or not (neg or ab) else "f32", neg=neg, abs=ab,
+                                     hi=bool(hi)))
+                texts.append(operand_text(arch, k, SRC_VGPRS[vi], neg, ab, hi))
+                vi += 1
+            if acc:
+                case_srcs.append(Src(dst, hi=dst_hi, where="dst"))
+            clamp = bool(mods and out_mods and r.random() < 0.35)
+            omod = r.choice([0, 0, 1, 2, 3]) if (mods and out_mods and _fmt_of(dst) is not None) else 0
+            parts = []
+            if dst not in ("bit", "none"):
+                parts.append(operand_text(arch, dst, DST_VGPR, hi=dst_hi if (true16 and WIDTH[dst] == 16) else None))
+            mask_dst = None
+            if sdst == "exec":
+                mask_dst = "exec"
+                if arch == "gfx942":  # GFX9 v_cmpx also writes its sdst (VCC for e32)
+                    parts.append(mask_operand(arch, "vcc" if form == "e32" else "sgpr_out"))
+            elif sdst == "mask" or dst == "bit":
+                mask_dst = "vcc" if form == "e32" else "sgpr"
+                parts.append(mask_operand(arch, "vcc" if form == "e32" else "sgpr_out"))
+            mn = name + {"e32": "_e32", "e64": "_e64", "vop3": ""}[form]
+            line = f"{mn} {', '.join(parts + texts)}" + (" clamp" if clamp else "") + OMOD_TEXT[omod]
+            out.append(ValuCase(arch, line, fn, case_srcs, dst, sdst=mask_dst, dst_hi=dst_hi, clamp=clamp, omod=omod,
+                                int_clamp=int_clamp, zero_hi=zero_hi, compare=compare, doc=doc))
+    return out
 
 
 def verify(case) -> None:

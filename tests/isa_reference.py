@@ -371,3 +371,577 @@ def ieee_max(f: Fmt) -> Callable[[int, int], int]:
             return b
         return a if (f_lt(b, a, f) or f_eq(a, b, f)) else b
     return fn
+
+
+def rdna_min(f: Fmt) -> Callable[[int, int], int]:
+    """RDNA3.5 16.12 V_MIN_F16/F32 (IEEE mode): sNaN S0 -> cvtToQuietNAN(S0); sNaN S1 -> cvtToQuietNAN(S1);
+    qNaN S1 -> S0; qNaN S0 -> S1; LT_NEG_ZERO(S0, S1) (-0 < +0) ? S0 : S1."""
+    def fn(a: int, b: int) -> int:
+        if is_snan(a, f):
+            return quiet(a, f)
+        if is_snan(b, f):
+            return quiet(b, f)
+        if is_nan(b, f):
+            return a
+        if is_nan(a, f):
+            return b
+        return a if (f_lt(a, b, f) or (is_zero(a, f) and is_zero(b, f) and sign(a, f) and not sign(b, f))) else b
+    return fn
+
+
+def rdna_max(f: Fmt) -> Callable[[int, int], int]:
+    """RDNA3.5 16.12 V_MAX_F16/F32 (IEEE mode): NaNs as V_MIN; GT_NEG_ZERO(S0, S1) (+0 > -0) ? S0 : S1."""
+    def fn(a: int, b: int) -> int:
+        if is_snan(a, f):
+            return quiet(a, f)
+        if is_snan(b, f):
+            return quiet(b, f)
+        if is_nan(b, f):
+            return a
+        if is_nan(a, f):
+            return b
+        return a if (f_lt(b, a, f) or (is_zero(a, f) and is_zero(b, f) and not sign(a, f) and sign(b, f))) else b
+    return fn
+
+
+def min3(mn: Callable) -> Callable[[int, int, int], int]:
+    """V_MIN3_*: D0 = v_min(v_min(S0, S1), S2) (V_MAX3 likewise with v_max)."""
+    return lambda a, b, c: mn(mn(a, b), c)
+
+
+def med3_float(f: Fmt, mn: Callable, mx: Callable) -> Callable[[int, int, int], int]:
+    """V_MED3_F32 (RDNA3.5 16.12, CDNA4 12.11): any NaN -> v_min3(S0, S1, S2); v_max3 == S0 -> v_max(S1, S2);
+    v_max3 == S1 -> v_max(S0, S2); else v_max(S0, S1)."""
+    def fn(a: int, b: int, c: int) -> int:
+        if is_nan(a, f) or is_nan(b, f) or is_nan(c, f):
+            return mn(mn(a, b), c)
+        m = mx(mx(a, b), c)
+        if f_eq(m, a, f):
+            return mx(b, c)
+        if f_eq(m, b, f):
+            return mx(a, c)
+        return mx(a, b)
+    return fn
+
+
+def med3_int(bits: int, signed: bool) -> Callable[[int, int, int], int]:
+    """V_MED3_I32/U32/I16/U16: v_max3 == S0 -> v_max(S1, S2); v_max3 == S1 -> v_max(S0, S2); else v_max(S0, S1)."""
+    key = (lambda x: sext(x, bits)) if signed else (lambda x: u(x, bits))
+    def fn(a: int, b: int, c: int) -> int:
+        return sorted([a, b, c], key=key)[1]
+    return fn
+
+
+def int_min(bits: int, signed: bool):
+    key = (lambda x: sext(x, bits)) if signed else (lambda x: u(x, bits))
+    return lambda a, b: a if key(a) < key(b) else b
+
+
+def int_max(bits: int, signed: bool):
+    key = (lambda x: sext(x, bits)) if signed else (lambda x: u(x, bits))
+    return lambda a, b: a if key(a) >= key(b) else b
+
+
+# ---------------------------------------------------------------------------------------------------------
+# division helpers (RDNA3.5 16.12 / CDNA4 12.11 V_DIV_SCALE_*, V_DIV_FMAS_*, V_DIV_FIXUP_*)
+
+ANY = -2  # marker: the pseudocode leaves the result open (UNDERFLOW_F32/OVERFLOW_F32 constants, ...): not asserted
+
+
+def div_scale(f: Fmt) -> Callable[[int, int, int], tuple[int, int]]:
+    """V_DIV_SCALE_F32/F64 (S0 = value to scale, S1 = denominator, S2 = numerator), returning (D0, VCC):
+    VCC = 0; S2 == 0 || S1 == 0 -> NAN; exponent(S2) - exponent(S1) >= 96 (f64: 768) -> VCC = 1, and if S0 == S1
+    D0 = ldexp(S0, 64) (f64: 128); S1 denormal -> ldexp(S0, 64); 1/S1 (in f64) denormal && S2/S1 denormal ->
+    VCC = 1, S0 == S1 ? ldexp(S0, 64); 1/S1 denormal -> ldexp(S0, -64); S2/S1 denormal -> VCC = 1,
+    S0 == S2 ? ldexp(S0, 64); exponent(S2) <= 23 (f64: 53) -> ldexp(S0, 64). Otherwise D0 = S0."""
+    big = 96 if f is F32 else 768
+    k = 64 if f is F32 else 128
+    tiny = 23 if f is F32 else 53
+
+    def denorm_quotient(n: int, d: int) -> bool:
+        if _nan_in(f, n, d) or is_inf(n, f) or is_inf(d, f):
+            return False
+        return is_denorm(f_div(n, d, f), f)
+
+    def recip_denorm(d: int) -> bool:  # 1.0 / 64'F(S1) == DENORM.f64
+        if _nan_in(f, d) or is_inf(d, f) or is_zero(d, f):
+            return False
+        return is_denorm(round_to(1 / value(d, f), F64), F64)
+
+    def fn(s0: int, s1: int, s2: int) -> tuple[int, int]:
+        d = s0
+        vcc = 0
+        if (not is_nan(s2, f) and is_zero(s2, f)) or (not is_nan(s1, f) and is_zero(s1, f)):
+            return QNAN, 0
+        if exponent(s2, f) - exponent(s1, f) >= big:
+            vcc = 1
+            if f_eq(s0, s1, f):
+                d = ldexp(s0, k, f)
+        elif is_denorm(s1, f):
+            d = ldexp(s0, k, f)
+        elif recip_denorm(s1) and denorm_quotient(s2, s1):
+            vcc = 1
+            if f_eq(s0, s1, f):
+                d = ldexp(s0, k, f)
+        elif recip_denorm(s1):
+            d = ldexp(s0, -k, f)
+        elif denorm_quotient(s2, s1):
+            vcc = 1
+            if f_eq(s0, s2, f):
+                d = ldexp(s0, k, f)
+        elif exponent(s2, f) <= tiny:
+            d = ldexp(s0, k, f)
+        if is_nan(d, f):
+            d = QNAN
+        return d, vcc
+    return fn
+
+
+def div_fmas_plain(f: Fmt) -> Callable[[int, int, int, int], int]:
+    """V_DIV_FMAS_F32/F64 with VCC = 0: D0 = fma(S0, S1, S2). With VCC = 1 the guide's pseudocode says
+    2.0 ** 32 * fma(...) (f64: 2.0 ** 64), which cannot be the post-scale of V_DIV_SCALE's 2 ** 64 (f64: 2 ** 128):
+    those lanes are not asserted (ANY); the division sequence test checks them end to end."""
+    def fn(a: int, b: int, c: int, vcc: int) -> int:
+        return ANY if vcc else f_fma(a, b, c, f)
+    return fn
+
+
+def div_fixup(f: Fmt) -> Callable[[int, int, int], int]:
+    """V_DIV_FIXUP_F16/F32/F64 (S0 = quotient, S1 = denominator, S2 = numerator): sign_out = sign(S1) ^ sign(S2);
+    NaN S2 -> quiet(S2); NaN S1 -> quiet(S1); 0/0 and inf/inf -> 0xffc00000 (f16 0xfe00, f64 0xfff8...);
+    S1 == 0 || |S2| == inf -> +-inf; |S1| == inf || S2 == 0 -> +-0; exponent(S2) - exponent(S1) < -150 (f64 -1075;
+    not in the f16 form) -> +-UNDERFLOW (not asserted); else sign_out ? -|S0| : |S0|."""
+    under = {16: None, 32: -150, 64: -1075}[f.width]
+
+    def fn(s0: int, s1: int, s2: int) -> int:
+        so = sign(s1, f) ^ sign(s2, f)
+        sgn = f.sign_bit if so else 0
+        if is_nan(s2, f):
+            return quiet(s2, f)
+        if is_nan(s1, f):
+            return quiet(s1, f)
+        if is_zero(s1, f) and is_zero(s2, f):
+            return f.sign_bit | f.inf | f.quiet_bit
+        if is_inf(s1, f) and is_inf(s2, f):
+            return f.sign_bit | f.inf | f.quiet_bit
+        if is_zero(s1, f) or is_inf(s2, f):
+            return sgn | f.inf
+        if is_inf(s1, f) or is_zero(s2, f):
+            return sgn
+        if under is not None and exponent(s2, f) - exponent(s1, f) < under:
+            return ANY
+        if is_nan(s0, f):  # a NaN quotient with finite operands: the guide's last line would give +-|NaN|; not asserted
+            return ANY
+        return sgn | fabs(s0, f)
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------------------
+# class, select, ldexp, frexp
+
+
+def cmp_class(f: Fmt) -> Callable[[int, int], int]:
+    """V_CMP_CLASS_F32: S1 bits select classes of S0: 0 sNaN, 1 qNaN, 2 -inf, 3 -normal, 4 -denormal, 5 -0, 6 +0,
+    7 +denormal, 8 +normal, 9 +inf; D = S1[class(S0)]."""
+    def fn(x: int, m: int) -> int:
+        if is_nan(x, f):
+            c = 0 if is_snan(x, f) else 1
+        else:
+            neg = sign(x, f)
+            if is_inf(x, f):
+                c = 2 if neg else 9
+            elif is_zero(x, f):
+                c = 5 if neg else 6
+            elif is_denorm(x, f):
+                c = 4 if neg else 7
+            else:
+                c = 3 if neg else 8
+        return (m >> c) & 1
+    return fn
+
+
+def cndmask(a: int, b: int, vcc: int) -> int:
+    """V_CNDMASK_B32: D0.u32 = VCC.u64[laneId] ? S1.u32 : S0.u32 (float modifiers act on the sign bit)."""
+    return b if vcc else a
+
+
+def ldexp_op(f: Fmt, ebits: int = 32) -> Callable[[int, int], int]:
+    """V_LDEXP_F32: D0.f32 = S0.f32 * 2.0F ** S1.i32 (f16: S1.i16; f64: S1.i32), one rounding."""
+    return lambda x, n: ldexp(x, sext(n, ebits), f)
+
+
+def frexp_mant(f: Fmt) -> Callable[[int], int]:
+    """V_FREXP_MANT_F32: "if S0 == +-INF || isNAN(S0) then D0 = S0 else D0 = mantissa(S0)" (in [0.5, 1) with S0's
+    sign). A denormal input is not asserted (ANY): mantissa() of a denormal is not defined by the guide."""
+    def fn(x: int) -> int:
+        if is_nan(x, f) or is_inf(x, f) or is_zero(x, f):
+            return x
+        if is_denorm(x, f):
+            return ANY
+        v = abs(value(x, f))
+        e = 0
+        while v >= 1:
+            v /= 2
+            e += 1
+        while v < Fraction(1, 2):
+            v *= 2
+            e -= 1
+        return round_to(-v if sign(x, f) else v, f)
+    return fn
+
+
+def frexp_exp(f: Fmt, bits: int = 32) -> Callable[[int], int]:
+    """V_FREXP_EXP_I32_F32: "if S0 == +-INF || isNAN(S0) then D0 = 0 else D0 = exponent(S0) - 127 + 1". Zero and
+    denormal inputs are not asserted (ANY): read literally the field gives -126, C's frexp gives 0 / the true
+    exponent, and the guide's invariant S0 = significand * 2 ** exponent does not decide it."""
+    def fn(x: int) -> int:
+        if is_nan(x, f) or is_inf(x, f):
+            return 0
+        if is_zero(x, f) or is_denorm(x, f):
+            return ANY
+        v = abs(value(x, f))
+        e = 0
+        while v >= 1:
+            v /= 2
+            e += 1
+        while v < Fraction(1, 2):
+            v *= 2
+            e -= 1
+        return u(e, bits)
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------------------
+# integer and bit operations
+
+
+def add_nc(bits: int, signed: bool, subtract: bool = False, reverse: bool = False):
+    """V_ADD_NC_U32 / V_SUB_NC_U32 / V_ADD_NC_I16 ...: D0 = S0 +- S1 modulo 2^bits; with clamp the result
+    saturates to the type's range (RDNA3.5 16.12 notes "Supports saturation")."""
+    def fn(a: int, b: int, clamp: bool = False) -> int:
+        if reverse:
+            a, b = b, a
+        x, y = (sext(a, bits), sext(b, bits)) if signed else (u(a, bits), u(b, bits))
+        r = x - y if subtract else x + y
+        if clamp:
+            return sat_signed(r, bits) if signed else sat_unsigned(r, bits)
+        return u(r, bits)
+    return fn
+
+
+def alignbit(a: int, b: int, c: int) -> int:
+    """V_ALIGNBIT_B32: D0.u32 = 32'U(({ S0.u32, S1.u32 } >> S2.u32[4 : 0]) & 0xffffffff)."""
+    return ((a << 32 | b) >> (c & 31)) & 0xFFFFFFFF
+
+
+def alignbyte(a: int, b: int, c: int) -> int:
+    """V_ALIGNBYTE_B32: D0.u32 = 32'U(({ S0.u32, S1.u32 } >> (S2.u32[1 : 0] * 8)) & 0xffffffff)."""
+    return ((a << 32 | b) >> ((c & 3) * 8)) & 0xFFFFFFFF
+
+
+def clz(x: int) -> int:
+    """V_CLZ_I32_U32 (gfx11) / V_FFBH_U32 (gfx9): index of the first 1 from the MSB; -1 (0xffffffff) for 0."""
+    return 0xFFFFFFFF if x == 0 else 32 - x.bit_length()
+
+
+def ctz(x: int) -> int:
+    """V_CTZ_I32_B32 / V_FFBL_B32: index of the first 1 from the LSB; -1 for 0."""
+    return 0xFFFFFFFF if x == 0 else (x & -x).bit_length() - 1
+
+
+def cls(x: int) -> int:
+    """V_CLS_I32 / V_FFBH_I32: D0.i32 = -1; for i in 1 .. 31: if S0[31 - i] != S0[31] then D0 = i; break.
+    The count of leading bits equal to the sign bit, excluding the sign bit: -1 for 0 and 0xffffffff."""
+    top = x >> 31
+    for i in range(1, 32):
+        if (x >> (31 - i)) & 1 != top:
+            return i
+    return 0xFFFFFFFF
+
+
+def bfe_u32(a: int, b: int, c: int) -> int:
+    """V_BFE_U32: D0 = (S0 >> S1[4:0]) & ((1 << S2[4:0]) - 1)."""
+    return (a >> (b & 31)) & ((1 << (c & 31)) - 1)
+
+
+def bfe_i32(a: int, b: int, c: int) -> int:
+    """V_BFE_I32: tmp = (S0.i32 >> S1[4:0]) & ((1 << S2[4:0]) - 1); D0 = signext_from_bit(tmp, S2[4:0])
+    (width 0 gives 0)."""
+    w = c & 31
+    t = (sext(a, 32) >> (b & 31)) & ((1 << w) - 1)
+    return 0 if w == 0 else u(sext(t, w), 32)
+
+
+def bfi(a: int, b: int, c: int) -> int:
+    """V_BFI_B32: D0 = (S0 & S1) | (~S0 & S2)."""
+    return (a & b) | (~a & c & 0xFFFFFFFF)
+
+
+def perm(a: int, b: int, c: int) -> int:
+    """V_PERM_B32: each result byte = BYTE_PERMUTE({S0, S1}, S2 byte): sel >= 13 -> 0xff, 12 -> 0, 11/10/9/8 ->
+    sign of input byte 7/5/3/1 replicated, else input byte sel (S1 holds bytes 0-3, S0 bytes 4-7)."""
+    data = (a << 32) | b
+    out = 0
+    for i in range(4):
+        sel = (c >> (8 * i)) & 0xFF
+        if sel >= 13:
+            byte = 0xFF
+        elif sel == 12:
+            byte = 0
+        elif sel >= 8:
+            src = {8: 1, 9: 3, 10: 5, 11: 7}[sel]
+            byte = 0xFF if (data >> (8 * src + 7)) & 1 else 0
+        else:
+            byte = (data >> (8 * sel)) & 0xFF
+        out |= byte << (8 * i)
+    return out
+
+
+def sad_u8(a: int, b: int, c: int) -> int:
+    """V_SAD_U8: tmp = S2; tmp += |S0 byte i - S1 byte i| for the 4 bytes; D0 = tmp (mod 2^32)."""
+    t = c
+    for i in range(4):
+        t += abs(((a >> 8 * i) & 0xFF) - ((b >> 8 * i) & 0xFF))
+    return t & 0xFFFFFFFF
+
+
+def sad_hi_u8(a: int, b: int, c: int) -> int:
+    """V_SAD_HI_U8: D0 = (v_sad_u8(S0, S1, 0) << 16) + S2."""
+    return ((sad_u8(a, b, 0) << 16) + c) & 0xFFFFFFFF
+
+
+def sad_u16(a: int, b: int, c: int) -> int:
+    """V_SAD_U16: tmp = S2 + |S0[15:0] - S1[15:0]| + |S0[31:16] - S1[31:16]|."""
+    return (c + abs((a & 0xFFFF) - (b & 0xFFFF)) + abs((a >> 16) - (b >> 16))) & 0xFFFFFFFF
+
+
+def sad_u32(a: int, b: int, c: int) -> int:
+    """V_SAD_U32: D0 = |S0 - S1| + S2."""
+    return (abs(a - b) + c) & 0xFFFFFFFF
+
+
+def msad_u8(a: int, b: int, c: int) -> int:
+    """V_MSAD_U8: as V_SAD_U8, skipping bytes where S1's byte is 0."""
+    t = c
+    for i in range(4):
+        if (b >> 8 * i) & 0xFF:
+            t += abs(((a >> 8 * i) & 0xFF) - ((b >> 8 * i) & 0xFF))
+    return t & 0xFFFFFFFF
+
+
+def mul_hi_u32(a: int, b: int) -> int:
+    """V_MUL_HI_U32: D0 = (64'U(S0) * 64'U(S1)) >> 32."""
+    return (a * b) >> 32
+
+
+def mul_hi_i32(a: int, b: int) -> int:
+    """V_MUL_HI_I32: D0 = (64'I(S0) * 64'I(S1)) >> 32."""
+    return u((sext(a, 32) * sext(b, 32)) >> 32, 32)
+
+
+def mul_lo_u32(a: int, b: int) -> int:
+    return (a * b) & 0xFFFFFFFF
+
+
+def mul_i32_i24(a: int, b: int) -> int:
+    """V_MUL_I32_I24: D0 = 32'I(S0.i24) * 32'I(S1.i24)."""
+    return u(sext(a, 24) * sext(b, 24), 32)
+
+
+def mul_hi_i32_i24(a: int, b: int) -> int:
+    """V_MUL_HI_I32_I24: D0 = (64'I(S0.i24) * 64'I(S1.i24)) >> 32."""
+    return u((sext(a, 24) * sext(b, 24)) >> 32, 32)
+
+
+def mul_u32_u24(a: int, b: int) -> int:
+    return ((a & 0xFFFFFF) * (b & 0xFFFFFF)) & 0xFFFFFFFF
+
+
+def mul_hi_u32_u24(a: int, b: int) -> int:
+    return ((a & 0xFFFFFF) * (b & 0xFFFFFF)) >> 32
+
+
+def lshl_add(a: int, b: int, c: int) -> int:
+    """V_LSHL_ADD_U32: D0 = (S0 << S1[4:0]) + S2."""
+    return ((a << (b & 31)) + c) & 0xFFFFFFFF
+
+
+def add_lshl(a: int, b: int, c: int) -> int:
+    """V_ADD_LSHL_U32: D0 = (S0 + S1) << S2[4:0]."""
+    return ((a + b) << (c & 31)) & 0xFFFFFFFF
+
+
+def lshl_or(a: int, b: int, c: int) -> int:
+    """V_LSHL_OR_B32: D0 = (S0 << S1[4:0]) | S2."""
+    return ((a << (b & 31)) & 0xFFFFFFFF) | c
+
+
+def xad(a: int, b: int, c: int) -> int:
+    return ((a ^ b) + c) & 0xFFFFFFFF
+
+
+def bcnt(a: int, b: int) -> int:
+    """V_BCNT_U32_B32: D0 = popcount(S0) + S1."""
+    return (bin(a).count("1") + b) & 0xFFFFFFFF
+
+
+def brev32(x: int) -> int:
+    return int(f"{x:032b}"[::-1], 2)
+
+
+def mad_u64_u32(a: int, b: int, c: int) -> tuple[int, int]:
+    """V_MAD_U64_U32: { D1.u1, D0.u64 } = 65'U(S0.u32) * 65'U(S1.u32) + 65'U(S2.u64): (D0, carry out)."""
+    r = a * b + c
+    return r & mask(64), r >> 64 & 1
+
+
+def mad_i64_i32(a: int, b: int, c: int) -> tuple[int, int]:
+    """V_MAD_I64_I32: { D1.i1, D0.i64 } = 65'I(S0.i32) * 65'I(S1.i32) + 65'I(S2.i64): D1 is bit 64 of the 65-bit
+    signed result."""
+    r = sext(a, 32) * sext(b, 32) + sext(c, 64)
+    return r & mask(64), (r >> 64) & 1
+
+
+def add_co(a: int, b: int) -> tuple[int, int]:
+    """V_ADD_CO_U32: tmp = 64'U(S0) + 64'U(S1); VCC = tmp >= 2^32; D0 = tmp."""
+    r = a + b
+    return r & 0xFFFFFFFF, int(r >> 32 != 0)
+
+
+def sub_co(a: int, b: int) -> tuple[int, int]:
+    """V_SUB_CO_U32: D0 = S0 - S1; VCC = S1 > S0 (borrow)."""
+    return (a - b) & 0xFFFFFFFF, int(b > a)
+
+
+def addc_co(a: int, b: int, cin: int) -> tuple[int, int]:
+    """V_ADD_CO_CI_U32: tmp = 64'U(S0) + 64'U(S1) + VCC[lane]; VCC = tmp >= 2^32; D0 = tmp."""
+    r = a + b + cin
+    return r & 0xFFFFFFFF, int(r >> 32 != 0)
+
+
+def subb_co(a: int, b: int, cin: int) -> tuple[int, int]:
+    """V_SUB_CO_CI_U32: tmp = S0 - S1 - VCC[lane]; VCC = 64'U(S1) + VCC[lane] > 64'U(S0)."""
+    return (a - b - cin) & 0xFFFFFFFF, int(b + cin > a)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# conversions
+
+
+def f_to_int(f: Fmt, bits: int, signed: bool, mode: str = "trunc") -> Callable[[int], int]:
+    """V_CVT_I32_F32 / U32 / I16 / U16 / I32_F64 ...: round toward zero (mode "trunc"), out-of-range values and
+    infinities saturate, NaN -> 0 ("1ULP accuracy, out-of-range floating point values (including infinity)
+    saturate. NAN is converted to 0"). mode "floor": V_CVT_FLOOR_I32_F32 = f32_to_i32(floor(S0));
+    "nearest": V_CVT_NEAREST_I32_F32 = f32_to_i32(floor(S0 + 0.5))."""
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+    def fn(x: int) -> int:
+        if is_nan(x, f):
+            return 0
+        if is_inf(x, f):
+            return u(lo if sign(x, f) else hi, bits)
+        v = value(x, f)
+        if mode == "floor":
+            n = math.floor(v)
+        elif mode == "nearest":
+            n = math.floor(v + Fraction(1, 2)) if False else _floor_of_sum_half(x, f)
+        else:
+            n = math.trunc(v)
+        return u(max(lo, min(hi, n)), bits)
+    return fn
+
+
+def _floor_of_sum_half(x: int, f: Fmt) -> int:
+    """floor(S0 + 0.5) where the sum is a rounded float operation of the format (pseudocode `S0.f32 + 0.5F`)."""
+    s = f_add(x, round_to(Fraction(1, 2), f), f)
+    if is_inf(s, f):
+        return -(1 << 40) if sign(s, f) else 1 << 40
+    return math.floor(value(s, f))
+
+
+def int_to_f(f: Fmt, bits: int, signed: bool) -> Callable[[int], int]:
+    """V_CVT_F32_I32 / F32_U32 / F64_I32 / F16_I16 ...: round to nearest even."""
+    return lambda x: round_to(Fraction(sext(x, bits) if signed else u(x, bits)), f)
+
+
+def f_to_f(src: Fmt, dst: Fmt) -> Callable[[int], int]:
+    """V_CVT_F32_F16 / F16_F32 / F64_F32 / F32_F64: IEEE conversion, round to nearest even, NaN quieted
+    (payload: the source's top mantissa bits)."""
+    def fn(x: int) -> int:
+        if is_nan(x, src):
+            return QNAN if dst.width < src.width else convert(x, src, dst)
+        return convert(x, src, dst)
+    return fn
+
+
+def cvt_ubyte(n: int) -> Callable[[int], int]:
+    """V_CVT_F32_UBYTEn: D0.f32 = u32_to_f32(S0[8n+7 : 8n])."""
+    return lambda x: round_to(Fraction((x >> (8 * n)) & 0xFF), F32)
+
+
+def cvt_pknorm(src: Fmt, signed: bool) -> Callable[[int, int], int]:
+    """V_CVT_PK_NORM_I16_F32 / U16 (gfx11 names; gfx9 v_cvt_pknorm_*): D0[15:0] = f32_to_snorm(S0),
+    D0[31:16] = f32_to_snorm(S1): clamp to [-1, 1] ([0, 1]), scale by 32767 (65535), round to nearest even; NaN -> 0."""
+    scale = 32767 if signed else 65535
+
+    def one(x: int) -> int:
+        if is_nan(x, src):
+            return 0
+        v = Fraction(-1 if sign(x, src) else 1) if is_inf(x, src) else value(x, src)
+        v = max(Fraction(-1 if signed else 0), min(Fraction(1), v)) * scale
+        n = math.floor(v)
+        r = v - n
+        if r > Fraction(1, 2) or (r == Fraction(1, 2) and n & 1):
+            n += 1
+        return u(n, 16)
+    return lambda a, b: one(a) | one(b) << 16
+
+
+def cvt_pk_i16_i32(a: int, b: int) -> int:
+    """V_CVT_PK_I16_I32: each half = S (signed 32-bit) saturated to signed 16 bits."""
+    return sat_signed(sext(a, 32), 16) | sat_signed(sext(b, 32), 16) << 16
+
+
+def cvt_pk_u16_u32(a: int, b: int) -> int:
+    """V_CVT_PK_U16_U32: each half = S (unsigned 32-bit) saturated to 16 bits."""
+    return min(a, 0xFFFF) | min(b, 0xFFFF) << 16
+
+
+def cvt_pkrtz(a: int, b: int) -> int:
+    """V_CVT_PK_RTZ_F16_F32: both f32 inputs converted to f16 rounding toward zero, packed (S0 low)."""
+    return _f32_to_f16_rtz(a) | _f32_to_f16_rtz(b) << 16
+
+
+def _f32_to_f16_rtz(x: int) -> int:
+    if is_nan(x, F32):
+        return convert(x, F32, F16)
+    if is_inf(x, F32):
+        return (sign(x, F32) << 15) | F16.inf
+    v = value(x, F32)
+    s = 0x8000 if sign(x, F32) else 0
+    a = abs(v)
+    # truncate toward zero: largest f16 magnitude <= a (max normal on overflow)
+    r = round_to(a, F16)
+    if r == F16.inf or value(r, F16) > a:
+        r = r - 1 if r != F16.inf else F16.max_normal
+        if value(r, F16) > a:
+            r -= 1
+    return s | r
+
+
+def cvt_pk_u8_f32(a: int, b: int, c: int) -> int:
+    """V_CVT_PK_U8_F32: tmp = S2 & ~(0xff << (S1[1:0] * 8)); tmp |= (f32_to_u8(S0) & 255) << (S1[1:0] * 8).
+    f32_to_u8: round to nearest even (as V_CVT_F32 conversions, 0.5ULP), saturating to [0, 255], NaN -> 0."""
+    sh = (b & 3) * 8
+    if is_nan(a, F32):
+        q = 0
+    elif is_inf(a, F32):
+        q = 0 if sign(a, F32) else 255
+    else:
+        v = value(a, F32)
+        n = math.floor(v)
+        r = v - n
+        if r > Fraction(1, 2) or (r == Fraction(1, 2) and n & 1):
+            n += 1
+        q = max(0, min(255, n))
+    return (c & ~(0xFF << sh) & 0xFFFFFFFF) | (q << sh)
