@@ -16,7 +16,7 @@ from dataclasses import replace
 from .decoder import Instr
 from .gfx9_names import gfx11_name
 from .disasm import format_instr
-from .matrix import compile_matrix
+from .matrix import acc_operands, compile_matrix
 from .memops import compile_ds, compile_flat, compile_mubuf, compile_smem
 from .operands import Context, Run, ShaderFault, ShaderUnsupported
 from .salu import compile_sop1, compile_sop2, compile_sopc, compile_sopk, compile_sopp
@@ -38,7 +38,7 @@ def compile_instr(instr: Instr, ctx: Context) -> Run:
     if instr.mnemonic is None:
         raise ctx.unsupported(instr, "unknown opcode")
     if ctx.arch == "gfx942":
-        instr = gfx9_as_gfx11(instr, ctx)
+        instr = acc_operands(gfx9_as_gfx11(instr, ctx), ctx)
     compiler = COMPILERS.get(instr.family)
     if compiler is None:
         raise ctx.unsupported(instr, f"the {instr.family} format is not executed by the compute shader core")
