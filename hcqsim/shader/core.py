@@ -197,15 +197,16 @@ class ShaderCore:
         m = mem.find(pc)
         nbytes = min(FETCH_BYTES, m.end - pc)
         code = mem.read(pc, nbytes)
-        key = (pc, code, W.lanes, W.vgprs)
+        acc = getattr(ctx, "accum_offset", 0)  # a compiled AGPR operand depends on it too
+        key = (pc, code, W.lanes, W.vgprs, acc)
         run = self._compiled.get(key)
         if run is None:
             instr = decode(code, 0, self.arch)
             instr.pc = pc - d.pgm_addr
-            key = (pc, code[:instr.size], W.lanes, W.vgprs)
+            key = (pc, code[:instr.size], W.lanes, W.vgprs, acc)
             run = self._compiled.get(key)
             if run is None:
                 run = compile_instr(instr, ctx)
                 self._compiled[key] = run
-            self._compiled[(pc, code, W.lanes, W.vgprs)] = run
+            self._compiled[(pc, code, W.lanes, W.vgprs, acc)] = run
         return run
