@@ -22,6 +22,7 @@ declare <2 x i32> @llvm.amdgcn.raw.buffer.load.v2i32(<4 x i32>, i32, i32, i32 im
 declare i8 @llvm.amdgcn.raw.buffer.load.i8(<4 x i32>, i32, i32, i32 immarg)
 declare i16 @llvm.amdgcn.raw.buffer.load.i16(<4 x i32>, i32, i32, i32 immarg)
 declare float @llvm.amdgcn.raw.buffer.load.format.f32(<4 x i32>, i32, i32, i32 immarg)
+declare i32 @llvm.amdgcn.raw.tbuffer.load.i32(<4 x i32>, i32, i32, i32 immarg, i32 immarg)
 declare void @llvm.amdgcn.raw.buffer.store.i32(i32, <4 x i32>, i32, i32, i32 immarg)
 declare void @llvm.amdgcn.raw.buffer.store.v4i32(<4 x i32>, <4 x i32>, i32, i32, i32 immarg)
 declare void @llvm.amdgcn.raw.buffer.store.i8(i8, <4 x i32>, i32, i32, i32 immarg)
@@ -426,6 +427,26 @@ def test_typed_format_load_is_a_clean_fault_naming_it(fresh):
     out = fresh.alloc(4 * N)
     text = run_fault(fresh, FORMAT, "fmt", [out, vsharp(out.va, 4 * N, RAW_FLAGS[fresh.target])])
     assert "buffer_load_format_x" in text and "not emulated" in text and "PC +0x" in text
+
+
+TBUFFER = """
+define amdgpu_kernel void @tbuf(ptr addrspace(1) %out, <4 x i32> %rsrc) {
+  %tid = call i32 @llvm.amdgcn.workitem.id.x()
+  %off = shl i32 %tid, 2
+  %v = call i32 @llvm.amdgcn.raw.tbuffer.load.i32(<4 x i32> %rsrc, i32 %off, i32 0, i32 22, i32 0)
+  %q = getelementptr i32, ptr addrspace(1) %out, i32 %tid
+  store i32 %v, ptr addrspace(1) %q
+  ret void
+}
+"""
+
+
+def test_typed_mtbuf_load_is_a_clean_fault_on_gfx11(fresh):
+    if fresh.target != "gfx1100":
+        pytest.skip("LLVM emits MTBUF (tbuffer_*) for gfx11 only here")
+    out = fresh.alloc(4 * N)
+    text = run_fault(fresh, TBUFFER, "tbuf", [out, vsharp(out.va, 4 * N, RAW_FLAGS[fresh.target])])
+    assert "MTBUF instruction" in text and "PC +0x" in text and "kernel at 0x" in text
 
 
 def test_swizzled_descriptor_is_a_clean_fault(fresh):

@@ -429,3 +429,54 @@ def test_wmma_with_partial_exec_is_a_clean_fault():
     text = _fault("gfx1100", wmma_ir("f32_f16", 32),
                   lambda d: [d.alloc(4096), d.alloc(4096), d.alloc(4096), d.alloc(4096)], 24)
     assert "EXEC not all ones" in text and "v_wmma_f32_16x16x16_f16" in text
+
+
+ACC_MEMORY = """
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare <4 x float> @llvm.amdgcn.mfma.f32.16x16x4f32(float, float, <4 x float>, i32, i32, i32)
+declare void @llvm.amdgcn.raw.buffer.store.v4f32(<4 x float>, <4 x i32>, i32, i32, i32 immarg)
+declare void @llvm.amdgcn.s.barrier()
+@lds = internal addrspace(3) global [64 x <4 x float>] undef, align 16
+define amdgpu_kernel void @k(ptr addrspace(1) %a, <4 x i32> %rsrc) {
+  %tid = call i32 @llvm.amdgcn.workitem.id.x()
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %tid
+  %va = load float, ptr addrspace(1) %pa
+  %r = call <4 x float> @llvm.amdgcn.mfma.f32.16x16x4f32(float %va, float %va, <4 x float> zeroinitializer, i32 0, i32 0, i32 0)
+  %pl = getelementptr [64 x <4 x float>], ptr addrspace(3) @lds, i32 0, i32 %tid
+  store <4 x float> %r, ptr addrspace(3) %pl
+  call void @llvm.amdgcn.s.barrier()
+  %t2 = xor i32 %tid, 1
+  %pl2 = getelementptr [64 x <4 x float>], ptr addrspace(3) @lds, i32 0, i32 %t2
+  %x = load <4 x float>, ptr addrspace(3) %pl2
+  %r2 = call <4 x float> @llvm.amdgcn.mfma.f32.16x16x4f32(float %va, float %va, <4 x float> %x, i32 0, i32 0, i32 0)
+  %off = shl i32 %tid, 4
+  call void @llvm.amdgcn.raw.buffer.store.v4f32(<4 x float> %r2, <4 x i32> %rsrc, i32 %off, i32 0, i32 0)
+  ret void
+}
+"""
+
+
+def test_agpr_data_of_lds_and_buffer_accesses_with_accum_offset_4(gfx942):
+    """LLVM keeps D in AGPRs through ds_write_b128 / ds_read_b128 / buffer_store (the acc bit), with
+    ACCUM_OFFSET 4; D2 = A B + (D1 of the neighbouring lane)."""
+    _, pb, pd, _ = mfma_places(16, 16, 4, 1)
+    va = RNG.integers(-20, 20, 64).astype(np.float32)
+    am = np.zeros((16, 4)), np.zeros((4, 16))
+    a, b = am
+    for (_, kk, j), (lane, _) in pb.items():
+        b[kk, j] = va[lane]
+    a[:] = b.T  # A[i][k] sits in lane i + 16k, as B[k][i]
+    d1 = np.zeros((64, 4), np.float32)
+    for (_, i, j), (lane, r) in pd.items():
+        d1[lane, r] = (a @ b)[i, j]
+    c = np.zeros((16, 16))
+    for (_, i, j), (lane, r) in pd.items():
+        c[i, j] = d1[lane ^ 1, r]
+    out = gfx942.alloc(64 * 16)
+    rsrc = out.va | (64 * 16) << 64 | 0x27000 << 96
+    _run(gfx942, ACC_MEMORY, [_buf(gfx942, va), rsrc], 64)
+    ld = out.view[:64 * 16].view(np.float32).reshape(64, 4)
+    d2 = np.zeros((16, 16), np.float32)
+    for (_, i, j), (lane, r) in pd.items():
+        d2[i, j] = ld[lane, r]
+    assert np.array_equal(d2, (a @ b + c).astype(np.float32))
