@@ -311,6 +311,8 @@ def _compile_wmma(instr: Instr, ctx: Context) -> Run:
     rows, cols = wmma_layout(ctx.lanes)
     check, step = _full_exec(instr, ctx), _advance(instr.size)
     c_is_const = f["src2"] < fm.VGPR_BASE
+    if c_is_const and half_out and f["src2"] != fm.INLINE_INT_ZERO:
+        raise ctx.unsupported(instr, "a 16-bit-result WMMA with a non-zero constant C is not emulated")
 
     def run(W, w):
         lanes = W.exec_lanes(w)
