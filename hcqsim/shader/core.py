@@ -18,6 +18,7 @@ import numpy as np
 from ..engines.dispatch import Dispatch
 from ..errors import EngineError, UnsupportedError, VMFaultError
 from ..registers import RSRC2
+from . import fpmode
 from .compile import compile_instr
 from .decoder import decode
 from .operands import Context, ShaderFault
@@ -100,9 +101,6 @@ class ShaderCore:
         if float_mode & 0xF:
             raise UnsupportedError(f"RSRC1 float round mode 0x{float_mode & 0xF:x}: only round-to-nearest-even is "
                                    f"emulated")
-        if (float_mode >> 4) != 0xF:
-            raise UnsupportedError(f"RSRC1 denormal mode 0x{float_mode >> 4:x}: only 'denormals kept' (0xF) is "
-                                   f"emulated")
         if rsrc2["tg_size_en"]:
             raise UnsupportedError("RSRC2.TG_SIZE_EN (workgroup info SGPR) is not emulated")
 
@@ -132,6 +130,7 @@ class ShaderCore:
         W.v[:, 0] = np.where(valid, x | y << 10 | z << 20, 0).astype(np.uint32)
         W.set_mask(slice(None), EXEC, valid)
         W.pc[:] = d.pgm_addr
+        W.set_mode(slice(None), fpmode.initial_mode(d.rsrc1))  # denormal modes are emulated (fpmode)
         return W
 
     # -- scheduling ----------------------------------------------------------------------------------

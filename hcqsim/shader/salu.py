@@ -5,7 +5,8 @@ from typing import Callable
 
 import numpy as np
 
-from . import alu
+from . import alu, fpmode
+from . import formats as fm
 from .alu import U32, U64
 from .decoder import Instr, sext
 from .operands import Context, Run, _advance, _set_scc, _shape, sdst_writer, ssrc
@@ -167,7 +168,38 @@ def compile_sopk(instr: Instr, ctx: Context) -> Run:
             W.scc[w] = pred(x, c)
             step(W, w)
         return run
+    if name in ("s_setreg_b32", "s_setreg_imm32_b32", "s_getreg_b32"):
+        return _compile_hwreg(instr, ctx, name, f["simm16"], reg, step)
     raise ctx.unsupported(instr, "SOPK operation not implemented")
+
+
+HW_REG_MODE = 1
+
+
+def _compile_hwreg(instr: Instr, ctx: Context, name: str, spec: int, reg: int, step) -> Run:
+    """s_setreg / s_getreg of hwreg(HW_REG_MODE, offset, size): the float mode (`fpmode`). Other hardware
+    registers are refused."""
+    hwreg, offset, size = spec & 0x3F, (spec >> 6) & 0x1F, ((spec >> 11) & 0x1F) + 1
+    if hwreg != HW_REG_MODE:
+        raise ctx.unsupported(instr, f"hardware register {hwreg} (only HW_REG_MODE is emulated)")
+    mask = U32(((1 << size) - 1) << offset & 0xFFFFFFFF)
+    where = f"{ctx.kernel}, PC +0x{instr.pc:x}"
+    if name == "s_getreg_b32":
+        write = sdst_writer(ctx, instr, reg, 1)
+        def get(W, w):
+            write(W, w, (W.mode[w] & mask) >> U32(offset))
+            step(W, w)
+        return get
+    value = ssrc(ctx, instr, fm.LITERAL, 1) if name == "s_setreg_imm32_b32" else ssrc(ctx, instr, reg, 1)
+
+    def set_(W, w):
+        old = W.mode[w]
+        new = (old & ~mask) | ((np.broadcast_to(value(W, w), old.shape).astype(U32) << U32(offset)) & mask)
+        for o, n in zip(np.atleast_1d(old), np.atleast_1d(new)):
+            fpmode.check_writable(int(n), int(o), where)
+        W.set_mode(w, new)
+        step(W, w)
+    return set_
 
 
 _NOP_SOPP = {"s_nop", "s_waitcnt", "s_delay_alu", "s_clause", "s_set_inst_prefetch_distance", "s_sleep",
@@ -196,10 +228,12 @@ def compile_sopp(instr: Instr, ctx: Context) -> Run:
         if imm & 0xFF == 3:  # MSG_DEALLOC_VGPRS: releases registers early; nothing to model
             return step
         raise ctx.unsupported(instr, f"s_sendmsg message {imm & 0xFF} is not emulated")
-    if name == "s_denorm_mode":
-        if imm & 0xF != 0xF:  # hcqsim computes with denormals kept; other modes are not emulated
-            raise ctx.unsupported(instr, f"denormal mode 0x{imm:x} (flushing) is not emulated")
-        return step
+    if name == "s_denorm_mode":  # MODE.FP_DENORM <- imm[3:0]
+        bits = U32((imm & 0xF) << fpmode.DENORM_SHIFT)
+        def run(W, w):
+            W.set_mode(w, (W.mode[w] & ~U32(0xF0)) | bits)
+            step(W, w)
+        return run
     if name == "s_round_mode":
         if imm & 0xF:
             raise ctx.unsupported(instr, f"round mode 0x{imm:x} (not round-to-nearest-even) is not emulated")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alu, dpp, matrix, sdwa
+from . import alu, dpp, fpmode, matrix, sdwa
 from . import formats as fm
 from . import formats_gfx9 as fg9
 from .alu import DTYPES, F16, F32, F64, U16, U32, U64, WIDTH
@@ -93,17 +93,42 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
     step = _advance(instr.size)
     gather = _with_dpp(plan, readers, lambda W, w: W.exec_lanes(w))
 
+    flush_in, flush_out = _flushes(name, in_ts, out_t)
+
     def run(W, w):
         args, lanes = gather(W, w)
+        if W.flushing:
+            args = flush_in(W, w, args)
         if saturate is not None:
             value = saturate(fn(*[np.asarray(a).astype(np.int64) for a in args]))
         else:
             value = np.asarray(fn(*args)).astype(dt, copy=False)
         if post is not None:
             value = post(value)
+        if W.flushing:
+            value = flush_out(W, w, value)
         write(W, w, value, lanes)
         step(W, w)
     return run
+
+
+def _flushes(name: str, in_ts, out_t: str):
+    """(sources, result) flushers for a wave selection whose MODE flushes denormals (`fpmode`)."""
+    exempt = name in fpmode.FLUSH_EXEMPT
+    kinds = [t if t[0] == "f" and not exempt else None for t in in_ts]
+    no_input_flush = name.startswith("v_div_fmas")  # ISA: input denormals are not flushed
+
+    def flush_in(W, w, args):
+        if no_input_flush:
+            return args
+        mode = W.mode[w]
+        return [fpmode.flush(a, fpmode.flushes_inputs(mode, k)) if k else a for a, k in zip(args, kinds)]
+
+    def flush_out(W, w, value):
+        if out_t[0] != "f" or exempt:
+            return value
+        return fpmode.flush(value, fpmode.flushes_results(W.mode[w], out_t))
+    return flush_in, flush_out
 
 
 # integer operations whose VOP3 clamp bit saturates the result to the destination type's range

@@ -33,8 +33,15 @@ class Waves:
         self.lane_ids = np.arange(lanes, dtype=np.uint64)
         self.lane_bits = (np.uint64(1) << self.lane_ids).astype(np.uint64)
         self._exec_cache = None
+        self.mode = np.zeros(n, np.uint32)  # the MODE register (fpmode): float round / denormal modes
+        self.flushing = False  # some wave flushes denormals: float operations must look at `mode`
         self.scratch_base: np.ndarray | None = None  # uint64 [waves]: each wave's private segment
         self.scratch_lane = 0  # bytes of private segment per lane
+
+    def set_mode(self, w, mode) -> None:
+        """MODE <- mode for the selected waves (fpmode checks what hcqsim can execute before this)."""
+        self.mode[w] = mode
+        self.flushing = bool((((self.mode >> np.uint32(4)) & np.uint32(0xF)) != np.uint32(0xF)).any())
 
     # -- masks -------------------------------------------------------------------------------------
 
