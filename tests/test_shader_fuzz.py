@@ -7,7 +7,7 @@ minnum of +0/-0) every allowed answer is accepted.
 Profiles:
 * default (`python3 -m pytest -q -n 2`): a few examples per target, opt level and operation family,
   derandomized. While the shader core has known bugs these are expected failures unless
-  `HCQSIM_FUZZ_STRICT` is set: `1`/`all`, or a comma list of families (`int,float,convert,control`).
+  `HCQSIM_FUZZ_STRICT` is set: `1`/`all`, or a comma list of families (`int,float,convert,control,vector`).
 * slow (`python3 -m pytest -m slow tests/test_shader_fuzz.py`): `HCQSIM_FUZZ_EXAMPLES` programs (default
   10000) per target and opt level over the whole grammar, strict, shrinking to a minimal program.
 * campaign (`python3 -m tests.ir_fuzz.campaign --target gfx1100 gfx942 --opt 0 2 -n 500 -j 2`): every
@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from ir_fuzz import fp
-from ir_fuzz.dag import (FLOAT_BINARY, FLOAT_TERNARY, FLOAT_UNARY, INT_BINARY, INT_UNARY, Node, Program,
-                         programs)
+from ir_fuzz.dag import (FLOAT_BINARY, FLOAT_TERNARY, FLOAT_UNARY, INT_BINARY, INT_UNARY, SCALARS, VECTORS, Node,
+                         Program, programs)
 from ir_fuzz.emit import fptoi_bounds, kernel_ir, next_float
 from ir_fuzz.evaluate import NAN_ANY, NAN_Q, Choices, Launch, apply, evaluate
 from ir_fuzz.run import check
@@ -39,12 +39,15 @@ TARGETS = ("gfx1100", "gfx942")
 FAMILIES = {
     "int": INT_BINARY + INT_UNARY + ("fshl", "fshr", "icmp", "select", "trunc", "zext", "sext"),
     "float": FLOAT_BINARY + FLOAT_UNARY + FLOAT_TERNARY + ("fcmp", "is.fpclass", "select"),
+    "vector": ("extractelement", "insertelement", "shufflevector", "bitcast", "fadd", "fmul", "fma", "minnum",
+               "maximum", "fneg", "fabs", "add", "mul", "shl", "smax", "uadd.sat", "icmp", "fcmp", "select",
+               "trunc", "fptrunc", "sitofp", "fptosi.sat"),
     "convert": ("trunc", "zext", "sext", "fptrunc", "fpext", "sitofp", "uitofp", "fptosi", "fptoui",
                 "fptosi.sat", "fptoui.sat", "bitcast", "select"),
     "control": ("if", "loop", "readfirstlane", "readlane", "ballot", "mbcnt", "select", "icmp", "add", "fadd",
                 "fmul", "xor"),
 }
-DEFAULT_EXAMPLES = 6
+DEFAULT_EXAMPLES = 10
 
 
 def _strict(family: str) -> bool:
@@ -165,6 +168,15 @@ def test_langref_conversions():
     assert _one("fptrunc", "f16", [0x7F800001], ("f32",)) is NAN_ANY
 
 
+def test_vectors_are_elementwise_and_bitcasts_put_element_zero_low():
+    assert _one("fadd", "v2f16", [(0x3C00, 0x7C00), (0x3C00, 0xFC00)]) == (0x4000, NAN_Q)
+    assert _one("bitcast", "i32", [(0x3C00, 0xBC00)], ("v2f16",)) == 0xBC003C00
+    assert _one("bitcast", "v4i8", [0x11223344], ("i32",)) == (0x44, 0x33, 0x22, 0x11)
+    assert _one("shufflevector", "v2i16", [(1, 2), (3, 4)], ("v2i16", "v2i16"), ((3, 0),)) == (4, 1)
+    assert _one("select", "v2i32", [(1, 0), (5, 6), (7, 8)], ("v2i1", "v2i32", "v2i32")) == (5, 8)
+    assert _one("icmp", "v2i1", [(1, 2), (2, 2)], ("v2i16", "v2i16"), ("ult",)) == (1, 0)
+
+
 def test_wave_operations_follow_the_wave_size():
     prog = Program((Node("input", "i32", (), (False,)), Node("readfirstlane", "i32", (0,)),
                     Node("icmp", "i1", (0, 1), ("eq",)), Node("ballot", "i64", (2,))), (1, 3))
@@ -196,7 +208,9 @@ def test_an_integer_add_runs_end_to_end_and_matches(target, opt):
 
 @pytest.mark.parametrize("target,opt,family", list(_cases((0, 2))))
 def test_random_programs_match_the_langref_evaluation(target, opt, family):
-    @given(prog=programs(max_nodes=8, ops=FAMILIES[family]), seed=st.integers(0, 2 ** 32 - 1))
+    types = tuple(VECTORS) + ("i1", "i32") if family == "vector" else SCALARS
+
+    @given(prog=programs(max_nodes=8, ops=FAMILIES[family], types=types), seed=st.integers(0, 2 ** 32 - 1))
     @settings(max_examples=DEFAULT_EXAMPLES, derandomize=True, database=None, deadline=None,
               phases=[Phase.generate, Phase.shrink] if _strict(family) else [Phase.generate],
               suppress_health_check=list(HealthCheck))

@@ -22,13 +22,34 @@ from . import fp
 
 INTS = ("i1", "i8", "i16", "i32", "i64")
 FLOATS = ("f16", "f32", "f64")
-TYPES = INTS + FLOATS
+SCALARS = INTS + FLOATS
+# vectors: name -> (element type, element count); their values are tuples of element values
+VECTORS = {"v2i1": ("i1", 2), "v4i8": ("i8", 4), "v2i16": ("i16", 2), "v2i32": ("i32", 2), "v2f16": ("f16", 2),
+           "v2f32": ("f32", 2)}
+TYPES = SCALARS + tuple(VECTORS)
 WIDTH = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "f16": 16, "f32": 32, "f64": 64}
+WIDTH.update({v: WIDTH[e] * n for v, (e, n) in VECTORS.items()})
 WIDE_INTS = INTS[1:]  # integer types that take arithmetic
 
 
+def elem(ty: str) -> str:
+    """The element type of a vector, or the type itself."""
+    return VECTORS[ty][0] if ty in VECTORS else ty
+
+
+def count(ty: str) -> int:
+    return VECTORS[ty][1] if ty in VECTORS else 1
+
+
 def is_float(ty: str) -> bool:
-    return ty in FLOATS
+    return elem(ty) in FLOATS
+
+
+def vector_of(e: str, n: int) -> str | None:
+    """The vector type of n elements of `e`, if the grammar has it (n == 1: `e` itself)."""
+    if n == 1:
+        return e
+    return next((v for v, (ve, vn) in VECTORS.items() if ve == e and vn == n), None)
 
 
 @dataclass(frozen=True)
@@ -101,7 +122,7 @@ def _signatures() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
         add(op, "i1", ("i1", "i1"))
     for t in INTS:
         add("icmp", "i1", (t, t))
-    for t in TYPES:
+    for t in SCALARS:
         add("select", t, ("i1", t, t))
         add("if", t, ("i1", t, t))
         add("loop", t, (t, "i32", t))
@@ -135,9 +156,33 @@ def _signatures() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
             if i != "i1":
                 for op in ("fptosi", "fptoui", "fptosi.sat", "fptoui.sat"):
                     add(op, i, (f,))
-    for i, f in (("i16", "f16"), ("i32", "f32"), ("i64", "f64")):
-        add("bitcast", f, (i,))
-        add("bitcast", i, (f,))
+    # elementwise forms on vectors: every scalar signature whose types all have a vector of that size
+    for op, forms in list(sig.items()):
+        if op in ("if", "loop"):
+            continue
+        for res, args in list(forms):
+            for n in (2, 4):
+                vres, vargs = vector_of(res, n), tuple(vector_of(a, n) for a in args)
+                if vres and all(vargs):
+                    add(op, vres, vargs)
+                    if op == "select":  # a scalar condition for the whole vector
+                        add(op, vres, ("i1",) + vargs[1:])
+    for v in VECTORS:
+        if v != "v2i1":
+            add("if", v, ("i1", v, v))
+            add("loop", v, (v, "i32", v))
+        add("extractelement", elem(v), (v,))
+        add("insertelement", v, (v, elem(v)))
+        add("shufflevector", v, (v, v))
+    same_size = {}
+    for t in TYPES:
+        if t not in ("i1", "v2i1"):
+            same_size.setdefault(WIDTH[t], []).append(t)
+    for group in same_size.values():
+        for a in group:
+            for b in group:
+                if a != b and (is_float(a) or is_float(b) or a in VECTORS or b in VECTORS):
+                    add("bitcast", b, (a,))
     add("readfirstlane", "i32", ("i32",))
     add("readfirstlane", "f32", ("f32",))
     add("readfirstlane", "i64", ("i64",))
@@ -150,7 +195,7 @@ def _signatures() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
 SIGNATURES = _signatures()
 
 # how often each op is drawn (ops not listed: 1)
-WEIGHTS = {"select": 3, "icmp": 2, "fcmp": 3, "fadd": 2, "fmul": 2, "fma": 2, "fmuladd": 2, "add": 2,
+WEIGHTS = {"fneg": 3, "fabs": 3, "copysign": 2, "select": 3, "icmp": 2, "fcmp": 3, "fadd": 2, "fmul": 2, "fma": 2, "fmuladd": 2, "add": 2,
            "if": 2, "loop": 2, "trunc": 2, "zext": 2, "sext": 2, "sitofp": 2, "uitofp": 2, "fptosi.sat": 2,
            "fptoui.sat": 2}
 
@@ -189,8 +234,11 @@ def float_specials(ty: str) -> list[int]:
     return sorted(set(vals))
 
 
-def values(ty: str) -> st.SearchStrategy[int]:
-    """Bit patterns of `ty`, special values weighted heavily."""
+def values(ty: str) -> st.SearchStrategy:
+    """Bit patterns of `ty` (tuples of them for vectors), special values weighted heavily."""
+    if ty in VECTORS:
+        e, n = VECTORS[ty]
+        return st.tuples(*[values(e)] * n)
     w = WIDTH[ty]
     if is_float(ty):
         specials = float_specials(ty)
@@ -220,6 +268,13 @@ def _attr(draw, op: str, res: str, args: tuple[str, ...]) -> tuple:
                                st.integers(1, 1023))),)
     if op == "readlane":
         return (draw(st.integers(0, 31)),)
+    if op == "extractelement":
+        return (draw(st.integers(0, count(args[0]) - 1)),)
+    if op == "insertelement":
+        return (draw(st.integers(0, count(res) - 1)),)
+    if op == "shufflevector":
+        n = count(res)
+        return (tuple(draw(st.integers(0, 2 * n - 1)) for _ in range(n)),)
     if op == "if":
         ops = binops(res)
         return (draw(st.sampled_from(ops)), draw(st.sampled_from(ops)), draw(st.booleans()))
@@ -232,9 +287,14 @@ def _attr(draw, op: str, res: str, args: tuple[str, ...]) -> tuple:
 def programs(draw, max_nodes: int = 12, ops: tuple[str, ...] | None = None,
              types: tuple[str, ...] = TYPES) -> Program:
     """A random program of 1..max_nodes operations (plus its leaves) over `ops` and result `types`."""
-    menu = [op for op in (ops or ALL_OPS) for _ in range(WEIGHTS.get(op, 1))
-            if any(r in types and all(a in types or op in ("loop",) for a in args)
-                   for r, args in SIGNATURES[op])]
+    def allowed(sig_: tuple) -> bool:
+        r, args = sig_
+        return r in types and all(a in types or (op_ == "loop" and a == "i32") or a == "i1" for a in args)
+
+    menu = []
+    for op_ in ops or ALL_OPS:
+        if any(allowed(s_) for s_ in SIGNATURES[op_]):
+            menu += [op_] * WEIGHTS.get(op_, 1)
     nodes: list[Node] = []
     users: set[int] = set()
     count = draw(st.integers(1, max_nodes))
@@ -257,12 +317,15 @@ def programs(draw, max_nodes: int = 12, ops: tuple[str, ...] | None = None,
         return idx
 
     for _ in range(count):
-        op = draw(st.sampled_from(menu))
-        sigs = [s for s in SIGNATURES[op] if s[0] in types and all(a in types or op == "loop" for a in s[1])]
+        op = op_ = draw(st.sampled_from(menu))
+        sigs = [s_ for s_ in SIGNATURES[op] if allowed(s_)]
         res, arg_tys = draw(st.sampled_from(sigs))
         attr = _attr(draw, op, res, arg_tys)
         args = tuple(arg(t) for t in arg_tys)
         nodes.append(Node(op, res, args, attr))
     sinks = [i for i, n in enumerate(nodes) if n.op not in ("input", "const") and i not in users]
-    outputs = tuple(sinks[-4:]) or (len(nodes) - 1,)
+    # also store some intermediate values: a wrong value that later operations would hide still shows
+    inner = [i for i, n in enumerate(nodes) if n.op not in ("input", "const") and i in users]
+    extra = [i for i in inner if draw(st.integers(0, 3)) == 0]
+    outputs = tuple(sorted(set(sinks[-4:] + extra[-4:]))) or (len(nodes) - 1,)
     return Program(tuple(nodes), outputs, frozenset(n.op for n in nodes))

@@ -17,10 +17,12 @@ from __future__ import annotations
 from fractions import Fraction
 
 from . import fp
-from .dag import WIDTH, Node, Program, is_float
+from .dag import VECTORS, WIDTH, Node, Program, count, elem, is_float
 
 LLTYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "f16": "half", "f32": "float",
           "f64": "double"}
+LLTYPE.update({v: f"<{n} x {LLTYPE[e]}>" for v, (e, n) in VECTORS.items()})
+LLTYPE["v4i1"] = "<4 x i1>"  # only inside guards
 REGION = 8 * 128  # bytes per input / output array: 8 bytes for each of up to 128 lanes
 INTRINSIC_INT = {"smin", "smax", "umin", "umax", "sadd.sat", "uadd.sat", "ssub.sat", "usub.sat", "fshl", "fshr",
                  "ctpop", "bitreverse", "bswap"}
@@ -41,11 +43,37 @@ GID = """  %tid = call i32 @llvm.amdgcn.workitem.id.x()
 
 
 def suffix(ty: str) -> str:
+    """The overloaded-intrinsic suffix: i32, f16, v2f16, v4i8."""
+    if ty in VECTORS:
+        return f"v{count(ty)}{suffix(elem(ty))}"
     return ty if is_float(ty) else f"i{WIDTH[ty]}"
 
 
+def splat(ty: str, text: str) -> str:
+    """A constant of `ty` with every element `text` (the scalar itself for scalars)."""
+    if ty in VECTORS:
+        e = LLTYPE[elem(ty)]
+        return "<" + ", ".join(f"{e} {text}" for _ in range(count(ty))) + ">"
+    return text
+
+
+def storage(ty: str) -> str:
+    """The in-memory type: i1 (and i1 vectors) as bytes."""
+    if elem(ty) == "i1":
+        return "i8" if ty == "i1" else f"<{count(ty)} x i8>"
+    return LLTYPE[ty]
+
+
+def bits_of(value, ty: str) -> int:
+    """A value (tuple for vectors) as one integer, element 0 in the low bits."""
+    if ty in VECTORS:
+        w = WIDTH[elem(ty)]
+        return sum(v << (w * k) for k, v in enumerate(value))
+    return value
+
+
 def int_literal(bits: int, ty: str) -> str:
-    w = WIDTH[ty]
+    w = WIDTH[ty] if ty in WIDTH else int(ty[1:])
     if w == 1:
         return "true" if bits & 1 else "false"
     v = bits & ((1 << w) - 1)
@@ -117,23 +145,26 @@ class Emitter:
         T = LLTYPE[ty]
         A = LLTYPE[arg_tys[0]] if arg_tys else T
         L = self.lines.append
-        w = WIDTH[ty]
+        w = WIDTH[elem(ty)]
+        C = lambda v: splat(ty, str(v))  # noqa: E731 - a constant of the result type
+        CA = lambda v: splat(arg_tys[0], v)  # noqa: E731 - a constant of the first operand's type
+        COND = LLTYPE[vector_cond(ty)]
         if op in IR_INT_BINARY and not is_float(ty):
             L(f"  {dst} = {op} {T} {ops[0]}, {ops[1]}")
         elif op in ("shl", "lshr", "ashr"):
-            L(f"  {dst}.m = and {T} {ops[1]}, {w - 1}")
+            L(f"  {dst}.m = and {T} {ops[1]}, {C(w - 1)}")
             L(f"  {dst} = {op} {T} {ops[0]}, {dst}.m")
         elif op in ("udiv", "urem"):
-            L(f"  {dst}.z = icmp eq {T} {ops[1]}, 0")
-            L(f"  {dst}.d = select i1 {dst}.z, {T} 1, {T} {ops[1]}")
+            L(f"  {dst}.z = icmp eq {T} {ops[1]}, {C(0)}")
+            L(f"  {dst}.d = select {COND} {dst}.z, {T} {C(1)}, {T} {ops[1]}")
             L(f"  {dst} = {op} {T} {ops[0]}, {dst}.d")
         elif op in ("sdiv", "srem"):
-            L(f"  {dst}.z = icmp eq {T} {ops[1]}, 0")
-            L(f"  {dst}.m1 = icmp eq {T} {ops[1]}, -1")
-            L(f"  {dst}.mn = icmp eq {T} {ops[0]}, {-(1 << (w - 1))}")
-            L(f"  {dst}.o = and i1 {dst}.m1, {dst}.mn")
-            L(f"  {dst}.bad = or i1 {dst}.z, {dst}.o")
-            L(f"  {dst}.d = select i1 {dst}.bad, {T} 1, {T} {ops[1]}")
+            L(f"  {dst}.z = icmp eq {T} {ops[1]}, {C(0)}")
+            L(f"  {dst}.m1 = icmp eq {T} {ops[1]}, {C(-1)}")
+            L(f"  {dst}.mn = icmp eq {T} {ops[0]}, {C(-(1 << (w - 1)))}")
+            L(f"  {dst}.o = and {COND} {dst}.m1, {dst}.mn")
+            L(f"  {dst}.bad = or {COND} {dst}.z, {dst}.o")
+            L(f"  {dst}.d = select {COND} {dst}.bad, {T} {C(1)}, {T} {ops[1]}")
             L(f"  {dst} = {op} {T} {ops[0]}, {dst}.d")
         elif op in INTRINSIC_INT:
             self.call(dst, T, f"llvm.{op}.{suffix(ty)}", [(T, o) for o in ops])
@@ -142,7 +173,14 @@ class Emitter:
         elif op == "icmp":
             L(f"  {dst} = icmp {attr[0]} {A} {ops[0]}, {ops[1]}")
         elif op == "select":
-            L(f"  {dst} = select i1 {ops[0]}, {T} {ops[1]}, {T} {ops[2]}")
+            L(f"  {dst} = select {A} {ops[0]}, {T} {ops[1]}, {T} {ops[2]}")
+        elif op == "extractelement":
+            L(f"  {dst} = extractelement {A} {ops[0]}, i32 {attr[0]}")
+        elif op == "insertelement":
+            L(f"  {dst} = insertelement {T} {ops[0]}, {LLTYPE[elem(ty)]} {ops[1]}, i32 {attr[0]}")
+        elif op == "shufflevector":
+            mask = ", ".join(f"i32 {k}" for k in attr[0])
+            L(f"  {dst} = shufflevector {T} {ops[0]}, {T} {ops[1]}, <{count(ty)} x i32> <{mask}>")
         elif op in ("trunc", "zext", "sext", "fptrunc", "fpext", "sitofp", "uitofp", "bitcast"):
             L(f"  {dst} = {op} {A} {ops[0]} to {T}")
         elif op == "fneg":
@@ -151,20 +189,21 @@ class Emitter:
             L(f"  {dst} = {op} {T} {ops[0]}, {ops[1]}")
         elif op in INTRINSIC_FLOAT:
             name = "trunc" if op == "ftrunc" else op
-            self.call(dst, T, f"llvm.{name}.{ty}", [(T, o) for o in ops])
+            self.call(dst, T, f"llvm.{name}.{suffix(ty)}", [(T, o) for o in ops])
         elif op == "fcmp":
             L(f"  {dst} = fcmp {attr[0]} {A} {ops[0]}, {ops[1]}")
         elif op == "is.fpclass":
-            self.call(dst, "i1", f"llvm.is.fpclass.{arg_tys[0]}", [(A, ops[0]), ("i32", str(attr[0]))])
+            self.call(dst, T, f"llvm.is.fpclass.{suffix(arg_tys[0])}", [(A, ops[0]), ("i32", str(attr[0]))])
         elif op in ("fptosi", "fptoui"):
-            lo, hi = fptoi_bounds(arg_tys[0], w, op == "fptosi")
-            L(f"  {dst}.lo = fcmp oge {A} {ops[0]}, {float_literal(lo, arg_tys[0])}")
-            L(f"  {dst}.hi = fcmp ole {A} {ops[0]}, {float_literal(hi, arg_tys[0])}")
-            L(f"  {dst}.ok = and i1 {dst}.lo, {dst}.hi")
-            L(f"  {dst}.x = select i1 {dst}.ok, {A} {ops[0]}, {A} 0.0")
+            src = elem(arg_tys[0])
+            lo, hi = fptoi_bounds(src, w, op == "fptosi")
+            L(f"  {dst}.lo = fcmp oge {A} {ops[0]}, {CA(float_literal(lo, src))}")
+            L(f"  {dst}.hi = fcmp ole {A} {ops[0]}, {CA(float_literal(hi, src))}")
+            L(f"  {dst}.ok = and {COND} {dst}.lo, {dst}.hi")
+            L(f"  {dst}.x = select {COND} {dst}.ok, {A} {ops[0]}, {A} {CA('0.0')}")
             L(f"  {dst} = {op} {A} {dst}.x to {T}")
         elif op in ("fptosi.sat", "fptoui.sat"):
-            self.call(dst, T, f"llvm.{op}.{suffix(ty)}.{arg_tys[0]}", [(A, ops[0])])
+            self.call(dst, T, f"llvm.{op}.{suffix(ty)}.{suffix(arg_tys[0])}", [(A, ops[0])])
         elif op == "readfirstlane":
             self.call(dst, T, f"llvm.amdgcn.readfirstlane.{suffix(ty)}", [(T, ops[0])])
         elif op == "readlane":
@@ -192,23 +231,23 @@ class Emitter:
         ops = [self.operand[a] for a in node.args]
         arg_tys = tuple(self.prog.nodes[a].ty for a in node.args)
         if node.op == "const":
-            if is_float(node.ty):
-                L(f"  {dst} = bitcast i{WIDTH[node.ty]} {int_literal(node.attr[0], 'i' + str(WIDTH[node.ty]))}"
-                  f" to {T}")
+            if is_float(node.ty) or node.ty in VECTORS:
+                w = WIDTH[node.ty]
+                L(f"  {dst} = bitcast i{w} {int_literal(bits_of(node.attr[0], node.ty), f'i{w}')} to {T}")
             else:
                 self.operand[i] = int_literal(node.attr[0], node.ty)
                 return
         elif node.op == "input":
             uniform, k = input_slot[i]
-            mem = "i8" if node.ty == "i1" else T
+            mem = storage(node.ty)
             if uniform:
                 L(f"  {dst}.p = getelementptr inbounds i8, ptr addrspace(1) %uni, i64 {8 * k}")
             else:
                 L(f"  {dst}.r = getelementptr inbounds i8, ptr addrspace(1) %in, i64 {k * REGION}")
                 L(f"  {dst}.p = getelementptr inbounds {mem}, ptr addrspace(1) {dst}.r, i64 %gid64")
-            if node.ty == "i1":
-                L(f"  {dst}.b = load i8, ptr addrspace(1) {dst}.p")
-                L(f"  {dst} = trunc i8 {dst}.b to i1")
+            if elem(node.ty) == "i1":
+                L(f"  {dst}.b = load {mem}, ptr addrspace(1) {dst}.p")
+                L(f"  {dst} = trunc {mem} {dst}.b to {T}")
             else:
                 L(f"  {dst} = load {T}, ptr addrspace(1) {dst}.p")
         elif node.op == "if":
@@ -256,15 +295,20 @@ class Emitter:
         for o, i in enumerate(self.prog.outputs):
             ty = self.prog.nodes[i].ty
             val, T = self.operand[i], LLTYPE[ty]
-            if ty == "i1":
-                self.lines.append(f"  %o{o}.z = zext i1 {val} to i8")
-                val, T = f"%o{o}.z", "i8"
+            if elem(ty) == "i1":
+                self.lines.append(f"  %o{o}.z = zext {T} {val} to {storage(ty)}")
+                val, T = f"%o{o}.z", storage(ty)
             self.lines.append(f"  %o{o}.r = getelementptr inbounds i8, ptr addrspace(1) %out, i64 {o * REGION}")
             self.lines.append(f"  %o{o}.p = getelementptr inbounds {T}, ptr addrspace(1) %o{o}.r, i64 %gid64")
             self.lines.append(f"  store {T} {val}, ptr addrspace(1) %o{o}.p")
         head = ("define amdgpu_kernel void @fuzz(ptr addrspace(1) noalias readonly %in, "
                 "ptr addrspace(1) noalias readonly %uni, ptr addrspace(1) noalias %out) {\nentry:\n")
         return ("\n".join(self.decls.values()) + "\n\n" + head + GID + "\n".join(self.lines) + "\n  ret void\n}\n")
+
+
+def vector_cond(ty: str) -> str:
+    """The condition type of a select producing `ty` elementwise: i1, or <n x i1>."""
+    return "i1" if ty not in VECTORS else {2: "v2i1", 4: "v4i1"}[count(ty)]
 
 
 def input_slots(prog: Program) -> dict[int, tuple[bool, int]]:

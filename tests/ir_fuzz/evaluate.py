@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import fp
-from .dag import WIDTH, Node, Program, is_float
+from .dag import VECTORS, WIDTH, Node, Program, count, elem, is_float
 
 
 class Marker:
@@ -366,8 +366,53 @@ def _icmp(pred: str, a: int, b: int, w: int) -> int:
 # one operation on one lane
 
 
+def _to_bits(v, ty: str):
+    """A value as one integer of WIDTH[ty] bits (vector element 0 in the low bits); None for markers."""
+    if ty in VECTORS:
+        e = elem(ty)
+        if any(isinstance(x, Marker) for x in v):
+            return None
+        return sum(x << (WIDTH[e] * k) for k, x in enumerate(v))
+    return None if isinstance(v, Marker) else v
+
+
+def _from_bits(bits: int, ty: str):
+    if ty in VECTORS:
+        e, n = VECTORS[ty]
+        return tuple((bits >> (WIDTH[e] * k)) & _mask(WIDTH[e]) for k in range(n))
+    return bits
+
+
 def apply(op: str, ty: str, arg_tys: tuple[str, ...], args: tuple, attr: tuple, choices: Choices, key) -> object:
-    """The result of `op` at result type `ty` on one lane's argument values (no control flow, no wave ops)."""
+    """The result of `op` at result type `ty` on one lane's argument values (no control flow, no wave ops).
+    Vector operations apply the scalar one per element, except the element moves and bitcast."""
+    if op == "bitcast":
+        src = arg_tys[0]
+        if is_float(src) and src not in VECTORS and is_float(ty) and ty not in VECTORS:
+            return args[0]
+        bits = _to_bits(args[0], src)
+        if bits is None:  # a NaN of unspecified bits: the marker survives only a float-to-float-vector move
+            return UNKNOWN
+        return _from_bits(bits, ty)
+    if op in ("extractelement", "insertelement", "shufflevector") and any(isinstance(a, Marker) and t in VECTORS
+                                                                          for a, t in zip(args, arg_tys)):
+        return UNKNOWN
+    if op == "extractelement":
+        return args[0][attr[0]]
+    if op == "insertelement":
+        v = list(args[0])
+        v[attr[0]] = args[1]
+        return tuple(v)
+    if op == "shufflevector":
+        both = tuple(args[0]) + tuple(args[1])
+        return tuple(both[k] for k in attr[0])
+    if ty in VECTORS or any(t in VECTORS for t in arg_tys):
+        n = count(ty) if ty in VECTORS else count(next(t for t in arg_tys if t in VECTORS))
+        e_args = tuple(elem(t) for t in arg_tys)
+        lanes = [apply(op, elem(ty), e_args,
+                       tuple(a[k] if t in VECTORS and not isinstance(a, Marker) else a for a, t in zip(args, arg_tys)),
+                       attr, choices, key + (k,)) for k in range(n)]
+        return tuple(lanes) if ty in VECTORS else lanes[0]
     if op == "select":
         c, a, b = args
         return UNKNOWN if c is UNKNOWN else (a if c else b)
@@ -449,11 +494,6 @@ def _apply_float(op, ty, arg_tys, args, attr, choices, key):
         return fp.int_to_float(_signed(a, WIDTH[src]) if op == "sitofp" else a, ty)  # i1 true is -1 signed
     if op in ("fptosi", "fptoui", "fptosi.sat", "fptoui.sat"):
         return _fp_to_int(args[0], src, WIDTH[ty], op.startswith("fptosi"), op.endswith(".sat"))
-    if op == "bitcast":
-        a = args[0]
-        if is_float(ty):
-            return a
-        return UNKNOWN if isinstance(a, Marker) else a
     raise KeyError(f"no float semantics for {op}.{ty}")
 
 

@@ -19,7 +19,7 @@ from hcqsim.errors import DeviceFault, HcqsimError
 from hcqsim.runtime import open_device
 
 from . import dag, fp
-from .dag import WIDTH, Node, Program, is_float
+from .dag import VECTORS, WIDTH, Node, Program, count, elem, is_float
 from .emit import REGION, input_slots, kernel_ir
 from .evaluate import NAN_ANY, NAN_Q, UNKNOWN, Choices, Launch, Marker, evaluate
 
@@ -54,8 +54,13 @@ def forget_device(target: str) -> None:
 # inputs
 
 
-def lane_values(ty: str, rng: np.random.Generator, n: int) -> list[int]:
-    """n bit patterns of `ty`: half special values, the rest random bits or small numbers."""
+def lane_values(ty: str, rng: np.random.Generator, n: int) -> list:
+    """n bit patterns of `ty` (tuples for vectors): half special values, the rest random bits or small
+    numbers."""
+    if ty in VECTORS:
+        e, k = VECTORS[ty]
+        parts = [lane_values(e, rng, n) for _ in range(k)]
+        return [tuple(p[i] for p in parts) for i in range(n)]
     w = WIDTH[ty]
     specials = dag.float_specials(ty) if is_float(ty) else dag.int_specials(ty)
     out = []
@@ -87,13 +92,30 @@ def make_inputs(prog: Program, seed: int) -> dict[int, list[int]]:
     return inputs
 
 
+def _elem_size(ty: str) -> int:
+    return 1 if elem(ty) == "i1" else WIDTH[elem(ty)] // 8
+
+
 def _store_size(ty: str) -> int:
-    return 1 if ty == "i1" else WIDTH[ty] // 8
+    return _elem_size(ty) * count(ty)
 
 
-def _pack(buf: np.ndarray, offset: int, ty: str, values: list[int]) -> None:
-    size = _store_size(ty)
-    raw = b"".join(int(v).to_bytes(size, "little") for v in values)
+def _encode(v, ty: str) -> bytes:
+    size = _elem_size(ty)
+    if ty in VECTORS:
+        return b"".join(int(x).to_bytes(size, "little") for x in v)
+    return int(v).to_bytes(size, "little")
+
+
+def _decode(raw: bytes, ty: str):
+    size = _elem_size(ty)
+    if ty in VECTORS:
+        return tuple(int.from_bytes(raw[k * size:(k + 1) * size], "little") for k in range(count(ty)))
+    return int.from_bytes(raw, "little")
+
+
+def _pack(buf: np.ndarray, offset: int, ty: str, values: list) -> None:
+    raw = b"".join(_encode(v, ty) for v in values)
     buf[offset:offset + len(raw)] = np.frombuffer(raw, np.uint8)
 
 
@@ -119,7 +141,11 @@ class Outcome:
         return self.kind == "ok"
 
 
-def matches(expect, got: int, ty: str) -> bool:
+def matches(expect, got, ty: str) -> bool:
+    if ty in VECTORS:
+        if expect is UNKNOWN:
+            return True
+        return all(matches(e, g, elem(ty)) for e, g in zip(expect, got))
     if expect is UNKNOWN:
         return True
     if expect is NAN_Q:
@@ -134,6 +160,8 @@ def matches(expect, got: int, ty: str) -> bool:
 def show(v, ty: str) -> str:
     if isinstance(v, Marker):
         return repr(v)
+    if ty in VECTORS:
+        return "<" + ", ".join(show(x, elem(ty)) for x in v) + ">"
     digits = max(1, WIDTH[ty] // 4)
     text = f"0x{v:0{digits}x}"
     if is_float(ty):
@@ -183,7 +211,7 @@ def execute(ir: str, target: str, opt: int, prog: Program, inputs: dict[int, lis
             ty = prog.nodes[i].ty
             size = _store_size(ty)
             region = bytes(outb.view[o * REGION:(o + 1) * REGION])
-            results.append([int.from_bytes(region[l * size:(l + 1) * size], "little") for l in range(LANES)])
+            results.append([_decode(region[l * size:(l + 1) * size], ty) for l in range(LANES)])
             tail = region[LANES * size:]
             if tail != bytes([FILL]) * len(tail):
                 raise AssertionError(f"output {o}: bytes beyond the {LANES} elements were written")
