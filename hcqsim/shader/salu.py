@@ -68,6 +68,20 @@ def compile_sop1(instr: Instr, ctx: Context) -> Run:
             W.scc[w] = new != 0
             step(W, w)
         return run
+    if name.startswith(("s_bitset0_", "s_bitset1_")):  # D[S0 bit index] <- 0 / 1, the other bits kept
+        wide = name.endswith("b64")
+        dt = U64 if wide else U32
+        a = ssrc(ctx, instr, f["ssrc0"], 1)
+        old = ssrc(ctx, instr, f["sdst"], 2 if wide else 1)
+        write = sdst_writer(ctx, instr, f["sdst"], 2 if wide else 1)
+        set_one = name.startswith("s_bitset1")
+
+        def run(W, w):
+            bit = dt(1) << (a(W, w).astype(dt) & dt(63 if wide else 31))
+            value = old(W, w).astype(dt)
+            write(W, w, value | bit if set_one else value & ~bit)
+            step(W, w)
+        return run
     if name == "s_getpc_b64":
         write = sdst_writer(ctx, instr, f["sdst"], 2)
         def run(W, w):

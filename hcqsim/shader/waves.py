@@ -33,7 +33,7 @@ class Waves:
         self.lane_ids = np.arange(lanes, dtype=np.uint64)
         self.lane_bits = (np.uint64(1) << self.lane_ids).astype(np.uint64)
         self._exec_cache = None
-        self.mode = np.zeros(n, np.uint32)  # the MODE register (fpmode): float round / denormal modes
+        self.mode = np.full(n, 0x3F0, np.uint32)  # MODE (fpmode): denormals kept, DX10 clamp, IEEE; launch sets it
         self.flushing = False  # some wave flushes denormals: float operations must look at `mode`
         self.scratch_base: np.ndarray | None = None  # uint64 [waves]: each wave's private segment
         self.scratch_lane = 0  # bytes of private segment per lane
