@@ -945,3 +945,122 @@ def cvt_pk_u8_f32(a: int, b: int, c: int) -> int:
             n += 1
         q = max(0, min(255, n))
     return (c & ~(0xFF << sh) & 0xFFFFFFFF) | (q << sh)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# SALU (RDNA3.5 16.1 SOP2, 16.3 SOP1; CDNA4 12.1/12.3): (D0, SCC) with SCC None where the opcode leaves it alone
+
+
+def s_bcnt(bits: int, ones: bool):
+    """S_BCNT1_I32_B32/B64: D0 = count of 1 bits (S_BCNT0: of 0 bits); SCC = D0 != 0."""
+    def fn(x: int):
+        n = bin(x & mask(bits)).count("1")
+        d = n if ones else bits - n
+        return d, int(d != 0)
+    return fn
+
+
+def s_ff1(bits: int):
+    """S_FF1_I32_B32/B64 (gfx11 S_CTZ_I32_B32/B64): lowest set bit's index, -1 for 0; SCC unchanged."""
+    return lambda x: (0xFFFFFFFF if x == 0 else (x & -x).bit_length() - 1, None)
+
+
+def s_flbit(bits: int):
+    """S_FLBIT_I32_B32/B64 (gfx11 S_CLZ_I32_U32/U64): index of the first 1 from the MSB, -1 for 0; SCC unchanged."""
+    return lambda x: (0xFFFFFFFF if x == 0 else bits - x.bit_length(), None)
+
+
+def s_cls(bits: int):
+    """S_CLS_I32 / S_CLS_I32_I64 (GFX9 S_FLBIT_I32 / _I64): D0 = -1; for i in 1 .. bits-1: if S0[bits-1-i] !=
+    S0[bits-1] then D0 = i; break. SCC unchanged."""
+    def fn(x: int):
+        top = x >> (bits - 1) & 1
+        for i in range(1, bits):
+            if (x >> (bits - 1 - i)) & 1 != top:
+                return i, None
+        return 0xFFFFFFFF, None
+    return fn
+
+
+def s_brev(bits: int):
+    """S_BREV_B32/B64: D0[i] = S0[bits-1-i]; SCC unchanged."""
+    return lambda x: (int(f"{x:0{bits}b}"[::-1], 2), None)
+
+
+def s_abs(x: int):
+    """S_ABS_I32: D0.i32 = S0.i32 < 0 ? -S0.i32 : S0.i32; SCC = D0.i32 != 0."""
+    d = u(abs(sext(x, 32)), 32)
+    return d, int(d != 0)
+
+
+def s_absdiff(a: int, b: int):
+    """S_ABSDIFF_I32: D0.i32 = S0.i32 - S1.i32; if D0.i32 < 0 then D0.i32 = -D0.i32; SCC = D0.i32 != 0
+    (the subtraction wraps to 32 bits first)."""
+    d = sext(a - b, 32)
+    d = u(-d if d < 0 else d, 32)
+    return d, int(d != 0)
+
+
+def s_lshl_add(n: int):
+    """S_LSHLn_ADD_U32: tmp = (64'U(S0) << n) + 64'U(S1); SCC = tmp >= 2^32; D0 = tmp."""
+    def fn(a: int, b: int):
+        t = (a << n) + b
+        return t & 0xFFFFFFFF, int(t >> 32 != 0)
+    return fn
+
+
+def s_mul_hi(signed: bool):
+    """S_MUL_HI_U32 / S_MUL_HI_I32: D0 = (64-bit S0 * S1) >> 32; SCC unchanged."""
+    if signed:
+        return lambda a, b: (u((sext(a, 32) * sext(b, 32)) >> 32, 32), None)
+    return lambda a, b: ((a * b) >> 32, None)
+
+
+def s_minmax(signed: bool, is_min: bool):
+    """S_MIN_I32: SCC = S0 < S1; D0 = SCC ? S0 : S1 (S_MAX: SCC = S0 >= S1 ... per RDNA3.5 "S0 > S1"
+    for max selects S0 on SCC; either way equal values are identical)."""
+    def fn(a: int, b: int):
+        x, y = (sext(a, 32), sext(b, 32)) if signed else (a, b)
+        c = x < y if is_min else x > y
+        return (a if c else b), int(c)
+    return fn
+
+
+def s_bfe(bits: int, signed: bool):
+    """S_BFE_U32/I32/U64/I64: offset = S1[4:0] (64: S1[5:0]), width = S1[22:16];
+    tmp = (S0 >> offset) & ((1 << width) - 1), sign-extended from bit width-1 for the signed forms (width 0 gives 0);
+    SCC = D0 != 0. A width above the operand size (the pseudocode's mask and sign extension then leave the operand
+    width) is not asserted (ANY); width == size is the whole (arithmetically, for I32/I64) shifted operand."""
+    def fn(a: int, b: int):
+        off = b & (bits - 1)
+        w = (b >> 16) & 0x7F
+        if w > bits:
+            return ANY, ANY
+        t = (a >> off) & ((1 << w) - 1) if w < bits else a >> off
+        if signed and w:
+            t = u(sext(t, min(w, bits)), bits) if w < bits else u(sext(a, bits) >> off, bits)
+        t &= mask(bits)
+        return t, int(t != 0)
+    return fn
+
+
+def s_bitset(one: bool):
+    """S_BITSET1_B32 / S_BITSET0_B32: D0[S0[4:0]] = 1 (0); other bits of D0 kept; SCC unchanged."""
+    def fn(x: int, d: int):
+        bit = 1 << (x & 31)
+        return ((d | bit) if one else (d & ~bit & 0xFFFFFFFF)), None
+    return fn
+
+
+def s_bitreplicate(x: int):
+    """S_BITREPLICATE_B64_B32: for i in 0..31: D0[2i] = D0[2i+1] = S0[i]; SCC unchanged."""
+    d = 0
+    for i in range(32):
+        if (x >> i) & 1:
+            d |= 3 << (2 * i)
+    return d, None
+
+
+def s_sext(bits: int):
+    """S_SEXT_I32_I8 / I16: D0.i32 = sign-extended S0[bits-1:0]; SCC unchanged."""
+    return lambda x: (u(sext(x, bits), 32), None)
