@@ -497,7 +497,7 @@ def test_alloc_below_the_gpuvm_aperture_is_einval(rt):
 
 def test_alloc_rounds_the_size_up_to_whole_pages(rt, system):
     mem = rt.alloc(100, VRAM)
-    assert system.nodes[0].vram_used == 0x1000 and system.gpus[0].memory.find(mem.va).size == 0x1000
+    assert system.driver.memory.vram_used(0) == 0x1000 and system.gpus[0].memory.find(mem.va).size == 0x1000
 
 
 def test_vram_beyond_the_board_is_enomem():
@@ -749,7 +749,7 @@ def test_update_queue_changes_priority(rt, system):
     q = rt.compute_queue()
     rt.ioctl("UPDATE_QUEUE", queue_id=q.qid, ring_base_address=q.ring.va, ring_size=0x1000, queue_percentage=100,
              queue_priority=15)
-    assert system.driver.queues[q.qid].priority == 15
+    assert system.driver.queues.records[q.qid].priority == 15
 
 
 def test_update_queue_with_percentage_0_parks_the_queue_until_reenabled(rt):

@@ -1,0 +1,138 @@
+"""The emulated OS: the runtime's `OSBoundary` implemented over an `EmulatedSystem`.
+
+System calls land where the kernel would send them: open/close keep fake file descriptors; ioctl goes to
+the driver's table; mmap and munmap to the process's memory (and, for the KFD offsets, to the event page,
+the doorbell slice and the HDP page); sysfs reads to the topology; the doorbell store to the queues.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from typing import TYPE_CHECKING
+
+from .. import kfd_uapi as k
+from ..boundary import KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, OSBoundary
+from ..memory import PAGE_SIZE
+from .process import OpenFile
+
+if TYPE_CHECKING:
+    from .system import EmulatedSystem
+
+FD_BASE = 1000  # fake file descriptors start here so they never collide with real small fds
+
+
+class EmulatedOS(OSBoundary):
+    """The runtime's OS boundary over an EmulatedSystem: fake fds, the emulated driver, sysfs, mmap, doorbells."""
+
+    emulated = True
+
+    def __init__(self, system: "EmulatedSystem"):
+        self.system = system
+        self.files: dict[int, OpenFile] = {}
+        self._next_fd = FD_BASE
+        self._reported: dict[int, int] = {}  # GPU index -> faults already handed out by fault_details
+
+    # -- files -------------------------------------------------------------------------------------
+
+    def open(self, path: str, flags: int = os.O_RDWR | os.O_CLOEXEC) -> int:
+        if path == KFD_PATH:
+            f = OpenFile("kfd")
+        else:
+            f = next((OpenFile("render", i) for i in range(len(self.system.gpus))
+                      if path == self.system.render_path(i)), None)
+            if f is None:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        fd, self._next_fd = self._next_fd, self._next_fd + 1
+        self.files[fd] = f
+        return fd
+
+    def close(self, fd: int) -> None:
+        if self.files.pop(fd, None) is None:
+            raise OSError(errno.EBADF, f"close: fd {fd} is not open")
+
+    def _file(self, fd: int, what: str) -> OpenFile:
+        f = self.files.get(fd)
+        if f is None:
+            raise OSError(errno.EBADF, f"{what}: fd {fd} is not open")
+        return f
+
+    def ioctl(self, fd: int, request: int, arg) -> None:
+        f = self._file(fd, "ioctl")
+        if f.kind != "kfd":
+            raise OSError(errno.ENOTTY, f"ioctl 0x{request:08x} on a render node: DRM ioctls are not emulated")
+        self.system.driver.ioctl(request, arg)
+
+    # -- memory mappings ---------------------------------------------------------------------------
+
+    def mmap(self, addr: int, length: int, prot: int, flags: int, fd: int = -1, offset: int = 0) -> int:
+        if length <= 0 or (flags & MAP_FIXED and addr % PAGE_SIZE):
+            raise OSError(errno.EINVAL, f"mmap: bad length {length} or unaligned fixed address 0x{addr:x}")
+        memory = self.system.driver.memory
+        if flags & MAP_ANONYMOUS:
+            return memory.mmap_anonymous(addr, length, prot, flags)
+        f = self._file(fd, "mmap")
+        if f.kind == "render":
+            bo = memory.bo_at_offset(self.system.driver.devices[f.gpu], offset, length)
+            return self._at(bo.va, addr, flags, f"BO 0x{bo.handle:x}")
+        return self._mmap_kfd(addr, length, flags, offset)
+
+    @staticmethod
+    def _at(va: int, addr: int, flags: int, what: str) -> int:
+        """Memory the emulator has at `va` can be mapped there only (one page cannot have two addresses)."""
+        if flags & MAP_FIXED and addr != va:
+            raise OSError(errno.EINVAL, f"mmap: {what} lives at 0x{va:x}; emulator limitation: it cannot be mapped "
+                                        f"a second time at 0x{addr:x} (map it at its own address)")
+        return va
+
+    def _mmap_kfd(self, addr: int, length: int, flags: int, offset: int) -> int:
+        driver = self.system.driver
+        mtype, gpu_id, _ = k.decode_mmap_offset(offset)
+        dev = driver.device_by_id(gpu_id) if gpu_id else None
+        if mtype == k.KFD_MMAP_TYPE_EVENTS:
+            va = self._at(driver.events.page_to_map(length), addr, flags, "the event page")
+            driver.events.page_mapped(length)
+            return va
+        if dev is None:
+            raise OSError(errno.ENODEV, f"mmap: offset 0x{offset:x} names no GPU")
+        if mtype == k.KFD_MMAP_TYPE_DOORBELL:
+            if length != k.KFD_DOORBELL_SLICE_SIZE:
+                raise OSError(errno.EINVAL, f"mmap: the doorbell slice is {k.KFD_DOORBELL_SLICE_SIZE:#x} bytes, "
+                                            f"not {length:#x}")
+            return self._at(driver.memory.doorbell_slice(dev), addr, flags, "the doorbell slice")
+        if mtype == k.KFD_MMAP_TYPE_MMIO:
+            if length != PAGE_SIZE:
+                raise OSError(errno.EINVAL, f"mmap: the MMIO page is one page, not {length:#x} bytes")
+            return self._at(driver.memory.mmio_page(dev), addr, flags, "the MMIO page")
+        raise OSError(errno.EINVAL, "mmap: RESERVED_MEM offsets are not emulated")
+
+    def munmap(self, addr: int, length: int) -> None:
+        if addr % PAGE_SIZE or length <= 0:
+            raise OSError(errno.EINVAL, f"munmap: bad range 0x{addr:x}+{length:#x}")
+        self.system.driver.memory.munmap(addr, length)
+
+    # -- sysfs -------------------------------------------------------------------------------------
+
+    def read_text(self, path: str) -> str:
+        return self.system.sysfs.read_text(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return self.system.sysfs.listdir(path)
+
+    def exists(self, path: str) -> bool:
+        sysfs = self.system.sysfs
+        p = sysfs.path(path)
+        return sysfs.exists(p) or p == KFD_PATH or any(
+            p == self.system.render_path(i) for i in range(len(self.system.gpus)))
+
+    # -- doorbells and faults ----------------------------------------------------------------------
+
+    def ring_doorbell(self, address: int, value: int) -> None:
+        self.system.driver.queues.ring_doorbell(address, value)
+
+    def fault_details(self, gpu_id: int) -> list[str]:
+        dev = self.system.driver.device_by_id(gpu_id)
+        if dev is None:
+            return []
+        seen = self._reported.get(dev.index, 0)
+        self._reported[dev.index] = len(dev.gpu.faults)
+        return [str(f) for f in dev.gpu.faults[seen:]]

@@ -1,0 +1,313 @@
+"""The process's events and interrupts (kfd_events.c, kfd_int_process_v9.c): signal events in the event
+page, memory and hardware exception events, the interrupts the GPUs raise, and WAIT_EVENTS.
+
+WAIT_EVENTS is a progress point (DESIGN_NOTES 3): it drives every GPU until the awaited events fire or
+the machine is quiet, and then, with a non-zero timeout, raises DeadlockError instead of sleeping.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import struct
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from .. import kfd_uapi as k
+from ..errors import DeadlockError, Fault
+from ..gpu import Interrupt
+from ..memory import PAGE_SIZE, page_align
+from .uaccess import read_user, write_user
+
+if TYPE_CHECKING:
+    from .process import KfdDriver, ProcessDevice
+
+KFD_SIGNAL_OLD_ABI_SLOTS = 256  # slots usable before the driver's event page is mmapped (kfd_events.c)
+_SIGNAL_TYPES = (k.KFD_IOC_EVENT_SIGNAL, k.KFD_IOC_EVENT_DEBUG_EVENT)  # own an event-page slot
+
+
+@dataclass(eq=False)
+class Waiter:
+    """One WAIT_EVENTS caller's entry on one event."""
+
+    event: "Event | None"  # None once the event was destroyed
+    activated: bool
+    age_enabled: bool = False
+
+
+@dataclass(eq=False)
+class Event:
+    id: int
+    type: int
+    auto_reset: bool
+    signaled: bool = False
+    age: int = 1  # kfd_event_create: event_age = 1 (0 is "no age" in the wait array)
+    waiters: list[Waiter] = field(default_factory=list)
+    memory_data: bytes = bytes(32)
+    hw_data: bytes = bytes(16)
+
+
+@dataclass(eq=False)
+class SignalPage:
+    va: int
+    size: int  # bytes of slots backing it (<= 32 KiB)
+    handle: int | None  # user BO handle (dGPU path) or None (driver allocated)
+
+
+class ProcessEvents:
+    """Events, the signal page and the GPUs' interrupt handlers of one process; the event ioctls."""
+
+    def __init__(self, driver: "KfdDriver"):
+        self.driver = driver
+        self.events: dict[int, Event] = {}
+        self.signal_page: SignalPage | None = None
+        self.signal_mapped_size = 0
+        self.signal_count = 1  # id 0 is reserved at process creation (kfd_event_init_process)
+        self._installed = [(dev.gpu, self._irq_handler(dev)) for dev in driver.devices]
+        for gpu, handler in self._installed:
+            gpu.interrupt_handlers.append(handler)
+
+    def ioctls(self) -> dict[str, Callable]:
+        return {"CREATE_EVENT": self.create_event, "DESTROY_EVENT": self.destroy_event, "SET_EVENT": self.set_event,
+                "RESET_EVENT": self.reset_event, "WAIT_EVENTS": self.wait_events}
+
+    # -- the event page ----------------------------------------------------------------------------
+
+    def owns_page(self, handle: int) -> bool:
+        """Is BO `handle` the user-allocated event page (which lives until the process exits)?"""
+        return self.signal_page is not None and self.signal_page.handle == handle
+
+    def page_to_map(self, length: int) -> int:
+        """The event page's address for an mmap of the KFD_MMAP_TYPE_EVENTS offset (checked, nothing changed)."""
+        if page_align(length) > k.KFD_SIGNAL_EVENT_PAGE_SIZE:
+            raise OSError(errno.EINVAL, f"mmap: event page mapping of {length:#x} bytes exceeds 32 KiB")
+        if self.signal_page is None:
+            raise OSError(errno.EINVAL, "mmap: there is no event page yet (create a signal event first)")
+        return self.signal_page.va
+
+    def page_mapped(self, length: int) -> None:
+        """The mmap succeeded: `length` bytes of slots are usable from now on."""
+        self.signal_mapped_size = min(page_align(length), self.signal_page.size)
+
+    def _slot(self, event_id: int) -> ctypes.c_uint64:
+        return ctypes.c_uint64.from_address(self.signal_page.va + 8 * event_id)
+
+    # -- create / destroy / set --------------------------------------------------------------------
+
+    def create_event(self, args, io: k.Ioctl) -> None:
+        if args.event_page_offset:  # the first call may hand over a user-allocated event page
+            self._kmap_event_page(args.event_page_offset, io.name)
+        args.event_page_offset = 0
+        etype = args.event_type
+        if etype in _SIGNAL_TYPES:
+            eid = self._new_signal_id(io.name)
+            args.event_page_offset, args.event_slot_index = k.KFD_MMAP_TYPE_EVENTS, eid
+        else:
+            used = {i for i in self.events if i >= k.KFD_FIRST_NONSIGNAL_EVENT_ID}
+            eid = next(i for i in range(k.KFD_FIRST_NONSIGNAL_EVENT_ID, k.KFD_LAST_NONSIGNAL_EVENT_ID + 1)
+                       if i not in used)
+        self.events[eid] = Event(eid, etype, bool(args.auto_reset))
+        args.event_id = args.event_trigger_data = eid
+
+    def _kmap_event_page(self, handle: int, name: str) -> None:
+        if self.signal_page is not None:
+            raise OSError(errno.EINVAL, f"{name}: the event page is already set (event_page_offset must be 0 now)")
+        dev = self.driver.device(handle >> 32, name)
+        self.driver.bound(dev, name)
+        bo = self.driver.memory.bo_of(dev, handle)
+        if bo is None:
+            raise OSError(errno.EINVAL, f"{name}: event page handle 0x{handle:x} is not a BO")
+        if bo.kind != "gtt":
+            raise OSError(errno.EINVAL, f"{name}: the event page BO must be GTT, not {bo.kind.upper()}")
+        size = min(bo.size, k.KFD_SIGNAL_EVENT_PAGE_SIZE)
+        ctypes.memset(bo.va, 0xFF, size)  # every slot unsignalled
+        self.signal_page, self.signal_mapped_size = SignalPage(bo.va, size, handle), size
+
+    def _new_signal_id(self, name: str) -> int:
+        if self.signal_mapped_size and self.signal_count == self.signal_mapped_size // 8:
+            raise OSError(errno.ENOSPC, f"{name}: all {self.signal_mapped_size // 8 - 1} signal event slots are used")
+        if self.signal_page is None:  # no user page: the driver allocates one (old ABI: 256 slots until mmapped)
+            size = k.KFD_SIGNAL_EVENT_PAGE_SIZE
+            va = self.driver.memory.special_page(size, None, name)
+            ctypes.memset(va, 0xFF, size)
+            self.signal_page, self.signal_mapped_size = SignalPage(va, size, None), KFD_SIGNAL_OLD_ABI_SLOTS * 8
+        eid = next((i for i in range(1, self.signal_mapped_size // 8) if i not in self.events), None)
+        if eid is None:
+            raise OSError(errno.ENOSPC, f"{name}: no free signal event slot")
+        self._slot(eid).value = k.UNSIGNALED_EVENT_SLOT
+        self.signal_count += 1
+        return eid
+
+    def _event(self, eid: int, name: str) -> Event:
+        ev = self.events.get(eid)
+        if ev is None:
+            raise OSError(errno.EINVAL, f"{name}: no event with id {eid}")
+        return ev
+
+    def destroy_event(self, args, io: k.Ioctl) -> None:
+        ev = self._event(args.event_id, io.name)
+        for w in ev.waiters:
+            w.event = None
+        if ev.type in _SIGNAL_TYPES:
+            self.signal_count -= 1
+        del self.events[ev.id]
+
+    def set_event(self, args, io: k.Ioctl) -> None:
+        ev = self._event(args.event_id, io.name)
+        if ev.type != k.KFD_IOC_EVENT_SIGNAL:
+            raise OSError(errno.EINVAL, f"{io.name}: event {ev.id} is not a SIGNAL event")
+        self._set_event(ev)
+
+    def reset_event(self, args, io: k.Ioctl) -> None:
+        ev = self._event(args.event_id, io.name)
+        if ev.type != k.KFD_IOC_EVENT_SIGNAL:
+            raise OSError(errno.EINVAL, f"{io.name}: event {ev.id} is not a SIGNAL event")
+        ev.signaled = False
+
+    def _set_event(self, ev: Event) -> None:
+        # Auto-reset events stay signalled only when nobody is waiting (a waiter consumes the signal).
+        ev.signaled = not ev.auto_reset or not ev.waiters
+        ev.age = ev.age + 1 if ev.age + 1 < 1 << 64 else 2
+        for w in ev.waiters:
+            w.activated = True
+
+    # -- interrupts --------------------------------------------------------------------------------
+
+    def _irq_handler(self, dev: "ProcessDevice") -> Callable[[Interrupt], None]:
+        def handle(irq: Interrupt) -> None:
+            if irq.source == "cp_eop":
+                self._signal_interrupt(irq.ctxid & 0xFFFFFFFF, 32)
+            elif irq.source == "sdma_trap":
+                self._signal_interrupt(irq.ctxid & 0x0FFFFFFF, 28)
+            elif irq.source == "vm_fault" and irq.fault is not None:
+                self._memory_exception(dev, irq.fault)
+            elif irq.source == "queue_error":
+                self._hw_exception(dev)
+        return handle
+
+    def _signalled(self, eid: int) -> bool:
+        return 8 * eid < self.signal_page.size and self._slot(eid).value != k.UNSIGNALED_EVENT_SLOT
+
+    def _lookup_partial(self, eid: int, bits: int) -> Event | None:
+        """lookup_signaled_event_by_partial_id: the event only counts if its slot is not all-ones."""
+        if self.signal_page is None or eid >= k.KFD_SIGNAL_EVENT_LIMIT:
+            return None
+        if bits > 31 or 1 << bits >= k.KFD_SIGNAL_EVENT_LIMIT:
+            return self.events.get(eid) if self._signalled(eid) else None
+        while eid < k.KFD_SIGNAL_EVENT_LIMIT:
+            if self._signalled(eid) and eid in self.events:
+                return self.events[eid]
+            eid += 1 << bits
+        return None
+
+    def _signal_interrupt(self, partial: int, bits: int) -> None:
+        ev = self._lookup_partial(partial, bits)
+        if ev is not None:
+            self._set_from_interrupt(ev)
+        elif self.signal_page is not None:  # invalid id: scan every slot for signalled events
+            for eid in sorted(i for i in self.events if i < k.KFD_SIGNAL_EVENT_LIMIT):
+                if self._signalled(eid):
+                    self._set_from_interrupt(self.events[eid])
+
+    def _set_from_interrupt(self, ev: Event) -> None:
+        if ev.type in _SIGNAL_TYPES:
+            self._slot(ev.id).value = k.UNSIGNALED_EVENT_SLOT  # acknowledge, then wake
+            self._set_event(ev)
+
+    def _memory_exception(self, dev: "ProcessDevice", fault: Fault) -> None:
+        data = k.MemoryExceptionData(gpu_id=dev.gpu_id, va=fault.address & ~(PAGE_SIZE - 1))  # page address
+        m = dev.gpu.memory.find(fault.address)
+        if m is None:
+            data.NotPresent = 1
+        elif fault.access == "write" and not m.writable:
+            data.ReadOnly = 1
+        elif fault.access == "execute" and not m.executable:
+            data.NoExecute = 1
+        else:
+            data.NotPresent = 1  # a later page of the access was missing
+        for ev in self.events.values():
+            if ev.type == k.KFD_IOC_EVENT_MEMORY:
+                ev.memory_data = bytes(data)
+                self._set_event(ev)
+
+    def _hw_exception(self, dev: "ProcessDevice") -> None:
+        data = k.HwExceptionData(reset_type=k.KFD_HW_EXCEPTION_PER_ENGINE_RESET,
+                                 reset_cause=k.KFD_HW_EXCEPTION_GPU_HANG, memory_lost=0, gpu_id=dev.gpu_id)
+        for ev in self.events.values():
+            if ev.type == k.KFD_IOC_EVENT_HW_EXCEPTION:
+                ev.hw_data = bytes(data)
+                self._set_event(ev)
+
+    # -- waiting -----------------------------------------------------------------------------------
+
+    def wait_events(self, args, io: k.Ioctl) -> None:
+        n, size = args.num_events, ctypes.sizeof(k.EventData)
+        try:
+            raw = read_user(args.events_ptr, n * size) if n else b""
+            data = [k.EventData.from_buffer_copy(raw, i * size) for i in range(n)]
+            for d in data:  # checked before any waiter consumes an auto-reset signal
+                self._event(d.event_id, io.name)
+        except OSError:
+            args.wait_result = k.KFD_IOC_WAIT_RESULT_FAIL
+            raise
+        waiters = [self._add_waiter(self.events[d.event_id], d) for d in data]
+        try:
+            done = lambda: self._condition(waiters, bool(args.wait_for_all)) != k.KFD_IOC_WAIT_RESULT_TIMEOUT
+            if not done():
+                self.driver.progress(done)
+            result = self._condition(waiters, bool(args.wait_for_all))
+            if result == k.KFD_IOC_WAIT_RESULT_TIMEOUT and args.timeout != k.KFD_EVENT_TIMEOUT_IMMEDIATE:
+                raise DeadlockError(self._describe_wait(data, args), self.driver.blocked())
+            args.wait_result = result
+            if result == k.KFD_IOC_WAIT_RESULT_COMPLETE:
+                self._copy_event_data(waiters, args.events_ptr)
+            elif result == k.KFD_IOC_WAIT_RESULT_FAIL:
+                raise OSError(errno.EIO, f"{io.name}: an awaited event was destroyed")
+        finally:
+            for w in waiters:
+                if w.event is not None and w in w.event.waiters:
+                    w.event.waiters.remove(w)
+
+    def _add_waiter(self, ev: Event, d: k.EventData) -> Waiter:
+        w = Waiter(ev, ev.signaled)
+        ev.signaled = ev.signaled and not ev.auto_reset  # a waiter consumes an auto-reset signal
+        last = d.signal_event_data.last_event_age
+        if ev.type == k.KFD_IOC_EVENT_SIGNAL and last:
+            w.age_enabled = True
+            w.activated = w.activated or ev.age != last
+        if not w.activated:  # only a waiter still waiting sits on the event's wait queue
+            ev.waiters.append(w)
+        return w
+
+    @staticmethod
+    def _condition(waiters: list[Waiter], all_: bool) -> int:
+        if any(w.event is None for w in waiters):
+            return k.KFD_IOC_WAIT_RESULT_FAIL
+        hits = sum(w.activated for w in waiters)
+        if (hits and not all_) or hits == len(waiters):
+            return k.KFD_IOC_WAIT_RESULT_COMPLETE
+        return k.KFD_IOC_WAIT_RESULT_TIMEOUT
+
+    def _copy_event_data(self, waiters: list[Waiter], ptr: int) -> None:
+        size = ctypes.sizeof(k.EventData)
+        for i, w in enumerate(waiters):
+            if not w.activated:
+                continue
+            ev = w.event
+            if ev.type == k.KFD_IOC_EVENT_MEMORY:
+                write_user(ptr + i * size, ev.memory_data)
+            elif ev.type == k.KFD_IOC_EVENT_HW_EXCEPTION:
+                write_user(ptr + i * size, ev.hw_data)
+            elif ev.type == k.KFD_IOC_EVENT_SIGNAL and w.age_enabled:
+                write_user(ptr + i * size, struct.pack("<Q", ev.age))
+
+    def _describe_wait(self, data: list, args) -> str:
+        ids = ", ".join(str(d.event_id) for d in data)
+        mode = "all" if args.wait_for_all else "any"
+        timeout = "infinite" if args.timeout == k.KFD_EVENT_TIMEOUT_INFINITE else f"{args.timeout} ms"
+        return f"WAIT_EVENTS on events [{ids}] ({mode}, timeout {timeout})"
+
+    def close(self) -> None:
+        for gpu, handler in self._installed:
+            if handler in gpu.interrupt_handlers:
+                gpu.interrupt_handlers.remove(handler)
+        self.events.clear()

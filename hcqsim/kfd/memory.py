@@ -1,0 +1,484 @@
+"""The process's GPU memory (amdgpu_amdkfd_gpuvm.c, kfd_flat_memory.c): buffer objects, their GPU
+mappings, the apertures, and the process's share of the host VA window.
+
+The emulator backs VRAM/GTT BOs with host memory at their VA when they are allocated (GPU VA == host
+VA, DESIGN_NOTES 2), so CPU mappings of them cost nothing and the checks the kernel makes at map time
+are made at allocation. Where the emulator cannot do what the kernel does (map one page at two
+addresses), the error says "emulator limitation".
+"""
+from __future__ import annotations
+
+import errno
+import struct
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from .. import kfd_uapi as k
+from ..boundary import MAP_FIXED, PROT_NONE
+from ..memory import PAGE_SIZE, Mapping, MemoryError_, VaWindow, page_align
+from .uaccess import read_user, write_user
+
+if TYPE_CHECKING:
+    from .process import KfdDriver, ProcessDevice
+
+GPUVM_BASE = 2 << 20  # AMDGPU_VA_RESERVED_BOTTOM (facts 1.2)
+GPUVM_LIMIT = (1 << 47) - 1  # gpuvm_size - 1 (facts 1.2)
+LDS_BASE, SCRATCH_BASE = 1 << 48, 2 << 48  # kfd_flat_memory.c, gfx9+ dGPU (facts 1.2)
+APERTURE_LOW_LIMIT = 0xFFFFFFFF  # limit = base | 0xFFFFFFFF
+DRM_FILE_PAGE_OFFSET_START = 0x100000 * PAGE_SIZE  # first DRM GEM fake mmap offset on 64-bit
+VRAM_AVAILABILITY_ALIGN = 2 << 20  # amdgpu_amdkfd_get_available_memory rounds down to 2 MiB
+
+_TYPE_TO_KIND = {k.KFD_IOC_ALLOC_MEM_FLAGS_VRAM: "vram", k.KFD_IOC_ALLOC_MEM_FLAGS_GTT: "gtt",
+                 k.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR: "userptr", k.KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL: "doorbell",
+                 k.KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP: "mmio"}
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# interval helpers for the VA bookkeeping: sorted lists of [lo, hi) ranges
+
+
+def _clip(intervals: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    return [(max(a, lo), min(b, hi)) for a, b in intervals if a < hi and lo < b]
+
+
+def _minus(pieces: list[tuple[int, int]], holes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = list(pieces)
+    for hlo, hhi in holes:
+        nxt = []
+        for a, b in out:
+            if hhi <= a or b <= hlo:
+                nxt.append((a, b))
+                continue
+            if a < hlo:
+                nxt.append((a, hlo))
+            if hhi < b:
+                nxt.append((hhi, b))
+        out = nxt
+    return sorted(out)
+
+
+def _covered(intervals: list[tuple[int, int]], lo: int, hi: int) -> bool:
+    return not _minus([(lo, hi)], intervals)
+
+
+# ---------------------------------------------------------------------------------------------------
+# records
+
+
+@dataclass(eq=False)
+class BufferObject:
+    """One KFD buffer object (kgd_mem)."""
+
+    handle: int
+    device: "ProcessDevice"
+    va: int
+    size: int  # page aligned, as the driver rounds it
+    flags: int
+    kind: str  # memory.KINDS
+    mmap_offset: int
+    backed: bool  # the driver backs host memory at va (VRAM/GTT)
+    owns_reservation: bool = False  # its window range is reserved on its own behalf (see AddressBook)
+    mapped: set = field(default_factory=set)  # GPU indices whose page table holds it
+    queue_refs: dict = field(default_factory=dict)  # GPU index -> queue buffers using it there
+
+    @property
+    def end(self) -> int:
+        return self.va + self.size
+
+
+class DeviceBOs:
+    """The BOs of one device in this process (the kernel's per-device idr) and its special pages."""
+
+    def __init__(self):
+        self.bos: dict[int, BufferObject] = {}  # idr index -> BO
+        self.mapped_at: dict[int, BufferObject] = {}  # va -> BO mapped in this GPU's page table
+        self.by_offset: dict[int, BufferObject] = {}  # DRM mmap offset -> BO
+        self.next_offset = DRM_FILE_PAGE_OFFSET_START
+        self.vram_used = 0
+        self.doorbell_va: int | None = None  # the process doorbell slice (8 KiB), once allocated
+        self.mmio_va: int | None = None  # the HDP flush page, once allocated
+
+    def bo_of(self, handle: int) -> BufferObject | None:
+        return self.bos.get(handle & 0xFFFFFFFF)
+
+
+class AddressBook:
+    """Which parts of the shared VaWindow the emulated process holds, and why.
+
+    `reserved` are the process's anonymous PROT_NONE mmaps (its VA reservations). A BO the driver backs
+    inside a reservation keeps that reservation's pages; when the process munmaps the reservation while
+    the BO lives, the BO takes the pages over (`owns_reservation`) and returns them when freed. A BO placed
+    where nothing was reserved reserves its own range. `anon` are anonymous read/write mmaps (host memory,
+    e.g. for USERPTR); a munmap is deferred while a live USERPTR BO still points into it.
+    """
+
+    def __init__(self, window: VaWindow):
+        self.window = window
+        self.reserved: list[tuple[int, int]] = []
+        self.anon: dict[int, int] = {}
+        self.deferred_anon: dict[int, int] = {}
+
+    def reserve(self, length: int, at: int | None) -> int:
+        va = self.window.reserve(length, PAGE_SIZE, at)
+        self.reserved = sorted(self.reserved + [(va, va + page_align(length))])
+        return va
+
+    def is_reserved(self, lo: int, hi: int) -> bool:
+        return _covered(self.reserved, lo, hi)
+
+    def take_for(self, lo: int, hi: int) -> bool:
+        """Make [lo, hi) held for a new backing. Returns True if it had to reserve it itself (caller owns)."""
+        if self.is_reserved(lo, hi):
+            return False
+        self.window.reserve(hi - lo, PAGE_SIZE, lo)  # MemoryError_ when partly taken by someone else
+        return True
+
+    def give_back(self, lo: int, hi: int) -> None:
+        """Return an owned range, except parts the process still has reserved."""
+        for a, b in _minus([(lo, hi)], self.reserved):
+            self.window.unreserve(a, b - a)
+
+    def unmap_reserved(self, lo: int, hi: int, owned: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """munmap of (part of) reservations: returns the removed pieces still owned by live backings."""
+        removed = _clip(self.reserved, lo, hi)
+        self.reserved = _minus(self.reserved, [(lo, hi)])
+        for a, b in _minus(removed, owned):
+            self.window.unreserve(a, b - a)
+        return removed
+
+
+# ---------------------------------------------------------------------------------------------------
+# the part
+
+
+class ProcessMemory:
+    """BOs, GPU mappings, apertures and VA bookkeeping of one process; the memory ioctls."""
+
+    def __init__(self, driver: "KfdDriver", window: VaWindow, vram_size: int):
+        self.driver = driver
+        self.book = AddressBook(window)
+        self.vram_size = vram_size
+        self.on: list[DeviceBOs] = [DeviceBOs() for _ in driver.devices]  # by device index
+        self.special_pages: list[tuple[int, int]] = []  # doorbell slices, MMIO pages, driver event page
+
+    def ioctls(self) -> dict[str, Callable]:
+        return {"GET_PROCESS_APERTURES": self.get_process_apertures,
+                "GET_PROCESS_APERTURES_NEW": self.get_process_apertures_new,
+                "AVAILABLE_MEMORY": self.available_memory, "ALLOC_MEMORY_OF_GPU": self.alloc_memory_of_gpu,
+                "FREE_MEMORY_OF_GPU": self.free_memory_of_gpu, "MAP_MEMORY_TO_GPU": self.map_memory_to_gpu,
+                "UNMAP_MEMORY_FROM_GPU": self.unmap_memory_from_gpu}
+
+    # -- what the other parts ask ------------------------------------------------------------------
+
+    def bo_of(self, dev: "ProcessDevice", handle: int) -> BufferObject | None:
+        return self.on[dev.index].bo_of(handle)
+
+    def mapped_bo(self, dev: "ProcessDevice", addr: int) -> tuple[Mapping | None, BufferObject | None]:
+        """The GPU mapping holding `addr` on `dev` and the BO mapped there (None, None when unmapped)."""
+        m = dev.gpu.memory.find(addr)
+        return m, (self.on[dev.index].mapped_at.get(m.start) if m else None)
+
+    def vram_used(self, index: int) -> int:
+        return self.on[index].vram_used
+
+    def doorbell_va(self, dev: "ProcessDevice") -> int | None:
+        return self.on[dev.index].doorbell_va
+
+    def owned_ranges(self) -> list[tuple[int, int]]:
+        """Window ranges the driver backs: live VRAM/GTT BOs and its special pages."""
+        bos = [(b.va, b.end) for t in self.on for b in t.bos.values() if b.backed]
+        return sorted(bos + self.special_pages)
+
+    def special_page(self, size: int, va: int | None, name: str) -> int:
+        """A driver page (doorbell slice, HDP page, event page): at `va`, or anywhere in the window."""
+        if va is None:
+            va = self.book.window.allocate(size)
+        else:
+            self._back(va, size, name)
+        self.special_pages.append((va, va + size))
+        return va
+
+    # -- apertures and availability ----------------------------------------------------------------
+
+    def _aperture(self, dev: "ProcessDevice", ap) -> None:
+        ap.gpu_id = dev.gpu_id
+        ap.lds_base, ap.lds_limit = LDS_BASE, LDS_BASE | APERTURE_LOW_LIMIT
+        ap.scratch_base, ap.scratch_limit = SCRATCH_BASE, SCRATCH_BASE | APERTURE_LOW_LIMIT
+        ap.gpuvm_base, ap.gpuvm_limit = GPUVM_BASE, GPUVM_LIMIT
+
+    def get_process_apertures(self, args, io: k.Ioctl) -> None:
+        args.num_of_nodes = 0
+        for dev in self.driver.devices[:k.NUM_OF_SUPPORTED_GPUS]:
+            self._aperture(dev, args.process_apertures[args.num_of_nodes])
+            args.num_of_nodes += 1
+
+    def get_process_apertures_new(self, args, io: k.Ioctl) -> None:
+        devices = self.driver.devices
+        if args.num_of_nodes == 0:  # just the count, so user space can size its array
+            args.num_of_nodes = len(devices)
+            return
+        n = min(len(devices), args.num_of_nodes)
+        arr = (k.ProcessDeviceApertures * n)()
+        for i in range(n):
+            self._aperture(devices[i], arr[i])
+        args.num_of_nodes = n
+        write_user(args.kfd_process_device_apertures_ptr, bytes(arr))
+
+    def available_memory(self, args, io: k.Ioctl) -> None:
+        dev = self.driver.device(args.gpu_id, io.name)
+        free = self.vram_size - self.on[dev.index].vram_used
+        args.available = max(0, free // VRAM_AVAILABILITY_ALIGN * VRAM_AVAILABILITY_ALIGN)
+
+    # -- allocation --------------------------------------------------------------------------------
+
+    def alloc_memory_of_gpu(self, args, io: k.Ioctl) -> None:
+        name, flags = io.name, args.flags
+        if args.size == 0:
+            raise OSError(errno.EINVAL, f"{name}: size is 0")
+        dev = self.driver.device(args.gpu_id, name)
+        self.driver.bound(dev, name)
+        table = self.on[dev.index]
+        if flags & k.KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL and args.size != k.KFD_DOORBELL_SLICE_SIZE:
+            raise OSError(errno.EINVAL, f"{name}: a DOORBELL BO is the whole {k.KFD_DOORBELL_SLICE_SIZE}-byte "
+                                        f"slice, not {args.size} bytes")
+        if flags & k.KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP and args.size != PAGE_SIZE:
+            raise OSError(errno.EINVAL, f"{name}: an MMIO_REMAP BO is one page, not {args.size} bytes")
+        types = flags & k.KFD_ALLOC_MEM_TYPE_MASK
+        if not _is_pow2(types):
+            raise OSError(errno.EINVAL, f"{name}: flags {k.describe_alloc_flags(flags)} must carry exactly one of "
+                                        f"VRAM, GTT, USERPTR, DOORBELL, MMIO_REMAP")
+        kind, size = _TYPE_TO_KIND[types], page_align(args.size)  # the driver rounds the size up to pages
+        va = args.va_addr
+        self._check_va(dev, va, size, name)
+        if kind == "userptr":
+            self._check_userptr(args.mmap_offset, va, args.size, name)
+        if kind == "vram" and table.vram_used + size > self.vram_size:
+            raise OSError(errno.ENOMEM, f"{name}: {size:#x} bytes of VRAM requested, "
+                                        f"{self.vram_size - table.vram_used:#x} available")
+        idr = next(i for i in range(len(table.bos) + 1) if i not in table.bos)  # idr_alloc: lowest free
+        bo = BufferObject(k.make_handle(dev.gpu_id, idr), dev, va, size, flags, kind, 0,
+                          backed=kind in ("vram", "gtt"))
+        self._place(bo, name)
+        if kind == "mmio":
+            bo.mmap_offset = k.mmap_offset(k.KFD_MMAP_TYPE_MMIO, dev.gpu_id)
+        else:
+            bo.mmap_offset = table.next_offset
+            table.next_offset += size
+            table.by_offset[bo.mmap_offset] = bo
+        table.bos[idr] = bo
+        if kind == "vram":
+            table.vram_used += size
+        args.handle, args.mmap_offset = bo.handle, bo.mmap_offset
+
+    def _check_va(self, dev: "ProcessDevice", va: int, size: int, name: str) -> None:
+        # The kernel finds these at MAP time (amdgpu_vm_bo_map: -EINVAL); the emulator backs memory at
+        # ALLOC time, so it checks here, with the same errno.
+        if va % PAGE_SIZE:
+            raise OSError(errno.EINVAL, f"{name}: va 0x{va:x} is not page aligned")
+        if va < GPUVM_BASE or va + size - 1 > GPUVM_LIMIT:
+            raise OSError(errno.EINVAL, f"{name}: va range 0x{va:x}+{size:#x} is outside the GPUVM aperture "
+                                        f"[0x{GPUVM_BASE:x}, 0x{GPUVM_LIMIT:x}]")
+        for bo in self.on[dev.index].bos.values():
+            if bo.va < va + size and va < bo.end:
+                raise OSError(errno.EINVAL, f"{name}: va range 0x{va:x}+{size:#x} overlaps BO 0x{bo.handle:x} "
+                                            f"at 0x{bo.va:x}+{bo.size:#x} on {dev.label}")
+
+    def _check_userptr(self, cpu: int, va: int, nbytes: int, name: str) -> None:
+        if cpu == 0:
+            raise OSError(errno.EINVAL, f"{name}: USERPTR needs the CPU address in mmap_offset")
+        if cpu % PAGE_SIZE:
+            raise OSError(errno.EINVAL, f"{name}: USERPTR CPU address 0x{cpu:x} is not page aligned")
+        if cpu != va:
+            raise OSError(errno.EINVAL, f"{name}: USERPTR at va 0x{va:x} wraps CPU address 0x{cpu:x}; emulator "
+                                        f"limitation: GPU VA must equal the CPU address (va_addr == mmap_offset)")
+        for off in range(0, page_align(nbytes), PAGE_SIZE):  # get_user_pages: every page must exist
+            read_user(cpu + off, 1)
+
+    def _place(self, bo: BufferObject, name: str) -> None:
+        """Give the BO its memory: back VRAM/GTT at its VA; doorbell/MMIO BOs sit on the special pages."""
+        if bo.kind == "userptr":
+            return
+        if bo.kind in ("doorbell", "mmio"):
+            table = self.on[bo.device.index]
+            attr = "doorbell_va" if bo.kind == "doorbell" else "mmio_va"
+            cur = getattr(table, attr)
+            if cur is None:
+                setattr(table, attr, self.special_page(bo.size, bo.va, name))
+            elif cur != bo.va:
+                raise OSError(errno.EINVAL, f"{name}: the {bo.kind} page of {bo.device.label} is already at "
+                                            f"0x{cur:x}; emulator limitation: a {bo.kind.upper()} BO must use "
+                                            f"that VA")
+            return
+        bo.owns_reservation = self._back(bo.va, bo.size, name)
+
+    def _back(self, va: int, size: int, name: str) -> bool:
+        """Back [va, va+size) with zeroed host memory; True when the range had to be reserved for it."""
+        window = self.book.window
+        if not window.contains(va, size):
+            raise OSError(errno.EINVAL, f"{name}: va 0x{va:x}+{size:#x} is outside the emulator's VA window "
+                                        f"0x{window.base:x}+{window.size:#x}; reserve VA with "
+                                        f"mmap(PROT_NONE) through EmulatedOS")
+        for lo, hi in self.owned_ranges():
+            if lo < va + size and va < hi:
+                raise OSError(errno.EINVAL, f"{name}: va 0x{va:x}+{size:#x} overlaps memory another GPU's BO "
+                                            f"uses at 0x{lo:x}; emulator limitation: all GPUs share one VA space")
+        try:
+            owner = self.book.take_for(va, va + size)
+        except MemoryError_:
+            raise OSError(errno.EINVAL, f"{name}: va 0x{va:x}+{size:#x} is partly in use by other host mappings")
+        window.back(va, size)
+        return owner
+
+    def free_memory_of_gpu(self, args, io: k.Ioctl) -> None:
+        if self.driver.events.owns_page(args.handle):
+            raise OSError(errno.EPERM, f"{io.name}: BO 0x{args.handle:x} is the event page; it lives until the "
+                                       f"process exits")
+        dev = self.driver.device(args.handle >> 32, io.name)
+        table = self.on[dev.index]
+        bo = table.bo_of(args.handle)
+        if bo is None:
+            raise OSError(errno.EINVAL, f"{io.name}: no BO with handle 0x{args.handle:x} (already freed?)")
+        if bo.mapped:
+            ids = sorted(self.driver.devices[i].gpu_id for i in bo.mapped)
+            raise OSError(errno.EBUSY, f"{io.name}: BO 0x{bo.handle:x} is still mapped on gpu_ids {ids}; "
+                                       f"UNMAP_MEMORY_FROM_GPU first")
+        del table.bos[args.handle & 0xFFFFFFFF]
+        table.by_offset.pop(bo.mmap_offset, None)
+        if bo.kind == "vram":
+            table.vram_used -= bo.size
+        if bo.backed:
+            self.book.window.unback(bo.va)
+            if bo.owns_reservation:
+                self.book.give_back(bo.va, bo.end)
+        if bo.kind == "userptr":
+            self.release_deferred_anon()
+
+    # -- GPU mappings ------------------------------------------------------------------------------
+
+    def _device_ids(self, args, name: str) -> list[int]:
+        if args.n_devices == 0:
+            raise OSError(errno.EINVAL, f"{name}: n_devices is 0")
+        if args.n_success > args.n_devices:
+            raise OSError(errno.EINVAL, f"{name}: n_success {args.n_success} exceeds n_devices {args.n_devices}")
+        raw = read_user(args.device_ids_array_ptr, 4 * args.n_devices)
+        return list(struct.unpack(f"<{args.n_devices}I", raw))
+
+    def _bo_for_map(self, args, name: str) -> BufferObject:
+        dev = self.driver.device(args.handle >> 32, name)
+        self.driver.bound(dev, name)
+        bo = self.bo_of(dev, args.handle)
+        if bo is None:  # kfd_chardev.c answers -ENOMEM when the handle does not translate
+            raise OSError(errno.ENOMEM, f"{name}: no BO with handle 0x{args.handle:x}")
+        return bo
+
+    def map_memory_to_gpu(self, args, io: k.Ioctl) -> None:
+        ids = self._device_ids(args, io.name)
+        bo = self._bo_for_map(args, io.name)
+        for i in range(args.n_success, args.n_devices):  # n_success: leading devices done (a retry resumes)
+            peer = self.driver.device(ids[i], io.name)
+            self.driver.bound(peer, io.name)
+            self._map_on(bo, peer, io.name)
+            args.n_success = i + 1
+
+    def _map_on(self, bo: BufferObject, peer: "ProcessDevice", name: str) -> None:
+        if peer.index in bo.mapped:
+            return  # already mapped there: the kernel skips mapped attachments
+        try:
+            peer.gpu.memory.map(bo.va, bo.size, bo.kind, writable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE),
+                                executable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE),
+                                name=f"bo 0x{bo.handle:x}")
+        except ValueError as e:
+            raise OSError(errno.EINVAL, f"{name}: cannot map BO 0x{bo.handle:x} on {peer.label}: {e}")
+        bo.mapped.add(peer.index)
+        self.on[peer.index].mapped_at[bo.va] = bo
+
+    def unmap_memory_from_gpu(self, args, io: k.Ioctl) -> None:
+        ids = self._device_ids(args, io.name)
+        bo = self._bo_for_map(args, io.name)
+        for i in range(args.n_success, args.n_devices):
+            peer = self.driver.device(ids[i], io.name)
+            if peer.index not in bo.mapped:
+                raise OSError(errno.EINVAL, f"{io.name}: BO 0x{bo.handle:x} is not mapped on {peer.label}")
+            if bo.queue_refs.get(peer.index):
+                raise OSError(errno.EBUSY, f"{io.name}: BO 0x{bo.handle:x} backs a queue on {peer.label}; "
+                                           f"destroy the queue first")
+            peer.gpu.memory.unmap(bo.va)
+            bo.mapped.discard(peer.index)
+            del self.on[peer.index].mapped_at[bo.va]
+            args.n_success = i + 1
+
+    # -- CPU mappings (what EmulatedOS.mmap / munmap ask) ------------------------------------------
+
+    def mmap_anonymous(self, addr: int, length: int, prot: int, flags: int) -> int:
+        book = self.book
+        try:
+            if prot == PROT_NONE:  # the runtime reserving GPU VA
+                if flags & MAP_FIXED and book.is_reserved(addr, addr + page_align(length)):
+                    return addr  # re-reserving its own reservation: nothing changes
+                return book.reserve(length, addr if flags & MAP_FIXED else None)
+            if flags & MAP_FIXED:
+                raise OSError(errno.EINVAL, "mmap: emulator limitation: anonymous read/write MAP_FIXED is not "
+                                            "emulated")
+            va = book.window.allocate(length)  # host memory (e.g. for USERPTR), zeroed
+            book.anon[va] = page_align(length)
+            return va
+        except MemoryError_ as e:
+            raise OSError(errno.ENOMEM, f"mmap: {e}")
+
+    def bo_at_offset(self, dev: "ProcessDevice", offset: int, length: int) -> BufferObject:
+        """The BO a render-node mmap offset names, checked against the mapping's length."""
+        bo = self.on[dev.index].by_offset.get(offset)
+        if bo is None:
+            raise OSError(errno.EINVAL, f"mmap: offset 0x{offset:x} is not a BO of renderD{dev.minor}")
+        if page_align(length) > bo.size:
+            raise OSError(errno.EINVAL, f"mmap: {length:#x} bytes is larger than BO 0x{bo.handle:x} ({bo.size:#x})")
+        return bo
+
+    def doorbell_slice(self, dev: "ProcessDevice") -> int:
+        table = self.on[dev.index]
+        if table.doorbell_va is None:
+            table.doorbell_va = self.special_page(k.KFD_DOORBELL_SLICE_SIZE, None, "mmap")
+        return table.doorbell_va
+
+    def mmio_page(self, dev: "ProcessDevice") -> int:
+        table = self.on[dev.index]
+        if table.mmio_va is None:
+            table.mmio_va = self.special_page(PAGE_SIZE, None, "mmap")
+        return table.mmio_va
+
+    def munmap(self, addr: int, length: int) -> None:
+        book, lo, hi = self.book, addr, addr + page_align(length)
+        if lo in book.anon:
+            if book.anon[lo] != hi - lo:
+                raise OSError(errno.EINVAL, "munmap: emulator limitation: unmap anonymous memory as it was mapped")
+            size = book.anon.pop(lo)
+            book.deferred_anon[lo] = size
+            self.release_deferred_anon()
+            return
+        removed = book.unmap_reserved(lo, hi, self.owned_ranges())
+        for table in self.on:  # live BOs in the removed part now hold their pages themselves
+            for bo in table.bos.values():
+                if bo.backed and _clip(removed, bo.va, bo.end):
+                    bo.owns_reservation = True
+        # Other ranges (BO and doorbell/event/MMIO CPU mappings) need no work: the memory stays for the GPU.
+
+    def release_deferred_anon(self) -> None:
+        """Release munmapped anonymous memory no live USERPTR BO points into any more."""
+        book = self.book
+        live = [(b.va, b.end) for t in self.on for b in t.bos.values() if b.kind == "userptr"]
+        for va, size in list(book.deferred_anon.items()):
+            if not _clip(live, va, va + size):
+                del book.deferred_anon[va]
+                book.window.release(va)
+
+    def close(self) -> None:
+        for table in self.on:
+            for bo in table.bos.values():
+                for i in list(bo.mapped):
+                    self.driver.devices[i].gpu.memory.unmap(bo.va)
+            table.bos.clear()
+            table.mapped_at.clear()

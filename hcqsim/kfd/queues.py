@@ -1,0 +1,313 @@
+"""The process's user queues (kfd_queue.c, kfd_process_queue_manager.c, kfd_doorbell.c): creation with the
+kernel's buffer checks, SDMA engine/slot and doorbell assignment, the run list, and doorbell delivery.
+
+A queue record points at the emulated engine queue it created on the GPU (`EmulatedGPU.create_*_queue`);
+a doorbell store reaches that queue through `ring_doorbell`, or at the next progress point when user
+space stored to the slot directly (`poll_doorbells`).
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import struct
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from .. import kfd_uapi as k
+from ..engines.queue import EngineQueue
+from ..memory import PAGE_SIZE, page_align
+from ..targets import Target
+from .memory import BufferObject
+from .uaccess import access_ok, read_user
+
+if TYPE_CHECKING:
+    from .process import KfdDriver, ProcessDevice
+
+ENOTSUPP = 524  # kernel-internal errno that leaks to user space (kfd_chardev.c: unknown queue_type)
+SOC15_DOORBELL_MIRROR = 512  # KFD_QUEUE_DOORBELL_MIRROR_OFFSET: doorbell ids of odd SDMA queues
+SDMA_DOORBELL_BASE = 0x100  # emulator layout: SDMA doorbells live in ids 0x100..0x1FF (+ mirror 0x300..0x3FF)
+
+
+def queue_sizes(target: Target) -> k.QueueBufferSizes:
+    """The node values CREATE_QUEUE checks compute queues against (facts 1.6; formula in kfd_uapi)."""
+    return k.queue_buffer_sizes(dict(
+        gfx_target_version=target.gfx_target_version, simd_count=target.simd_count, simd_per_cu=target.simd_per_cu,
+        num_xcc=target.num_xcc, array_count=target.array_count, simd_arrays_per_engine=target.simd_arrays_per_engine,
+        lds_size_in_kb=target.lds_size_in_kb))
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+@dataclass(eq=False)
+class QueueRecord:
+    """One user queue as the driver keeps it (the kernel's struct queue and its properties)."""
+
+    qid: int
+    device: "ProcessDevice"
+    queue: EngineQueue
+    qtype: int
+    engine: int | None  # SDMA engine
+    sdma_slot: int | None
+    doorbell_id: int
+    percentage: int
+    priority: int
+    ring_base: int
+    ring_size: int
+    bufs: list[BufferObject]  # holding a queue reference on `device`: wptr, rptr, ring, then EOP/CWSR
+    seq: int  # creation order: the run list keeps it
+    active: bool = True
+    last_doorbell: int | None = None
+    cu_mask: tuple = field(default=())
+
+    @property
+    def doorbell_offset(self) -> int:
+        return self.doorbell_id * k.KFD_DOORBELL_SIZE
+
+
+class ProcessQueues:
+    """The user queues of one process, their doorbell ids and SDMA slots; the queue ioctls."""
+
+    def __init__(self, driver: "KfdDriver"):
+        self.driver = driver
+        self.records: dict[int, QueueRecord] = {}  # queue id -> record
+        self.cp_doorbells: list[set[int]] = [set() for _ in driver.devices]  # by device: doorbell ids in use
+        self.sdma_used: list[set[tuple[int, int]]] = [set() for _ in driver.devices]  # (engine, slot) in use
+        self._seq = 0
+
+    def ioctls(self) -> dict[str, Callable]:
+        return {"CREATE_QUEUE": self.create_queue, "DESTROY_QUEUE": self.destroy_queue,
+                "UPDATE_QUEUE": self.update_queue, "SET_CU_MASK": self.set_cu_mask}
+
+    def any_active(self) -> bool:
+        return any(r.active for r in self.records.values())
+
+    def _record(self, qid: int, name: str, err: int) -> QueueRecord:
+        rec = self.records.get(qid)
+        if rec is None:
+            raise OSError(err, f"{name}: no queue with id {qid} (destroyed or never created)")
+        return rec
+
+    # -- checks ------------------------------------------------------------------------------------
+
+    def _queue_args(self, args, name: str) -> None:
+        """set_queue_properties_from_user (and the same checks in UPDATE_QUEUE)."""
+        if args.queue_percentage & 0xFF > k.KFD_MAX_QUEUE_PERCENTAGE:
+            raise OSError(errno.EINVAL, f"{name}: queue_percentage {args.queue_percentage & 0xFF} > 100")
+        if args.queue_priority > k.KFD_MAX_QUEUE_PRIORITY:
+            raise OSError(errno.EINVAL, f"{name}: queue_priority {args.queue_priority} > 15")
+        if args.ring_base_address and not access_ok(args.ring_base_address, 8):
+            raise OSError(errno.EFAULT, f"{name}: ring base 0x{args.ring_base_address:x} is not a user address")
+        if args.ring_size and not _is_pow2(args.ring_size):
+            raise OSError(errno.EINVAL, f"{name}: ring_size {args.ring_size} is not a power of two")
+        args.ring_size = max(args.ring_size, k.KFD_MIN_QUEUE_RING_SIZE)  # clamped, and written back
+
+    def _buffer(self, dev: "ProcessDevice", addr: int, expected: int, what: str, name: str,
+                err: int = errno.EINVAL) -> BufferObject:
+        """kfd_queue_buffer_get: addr's page must start a GPU mapping of exactly `expected` bytes (page units)."""
+        _, bo = self.driver.memory.mapped_bo(dev, addr)
+        pages = expected // PAGE_SIZE
+        if bo is None or addr // PAGE_SIZE != bo.va // PAGE_SIZE or (pages and bo.size != pages * PAGE_SIZE):
+            have = "nothing" if bo is None else f"BO 0x{bo.handle:x} mapped at 0x{bo.va:x}+{bo.size:#x}"
+            raise OSError(err, f"{name}: {what} 0x{addr:x} must start a mapping of exactly {expected:#x} bytes on "
+                               f"{dev.label}; found {have}")
+        return bo
+
+    def _queue_buffers(self, dev: "ProcessDevice", args, name: str) -> list[BufferObject]:
+        """kfd_queue_acquire_buffers (facts 1.6): wptr, rptr, ring; compute: EOP, control stack, CWSR."""
+        bufs = [self._buffer(dev, args.write_pointer_address, PAGE_SIZE, "write pointer", name),
+                self._buffer(dev, args.read_pointer_address, PAGE_SIZE, "read pointer", name),
+                self._buffer(dev, args.ring_base_address, page_align(args.ring_size), "ring", name)]
+        if args.queue_type != k.KFD_IOC_QUEUE_TYPE_COMPUTE:
+            return bufs
+        sizes = dev.sizes
+        if args.eop_buffer_address:
+            if args.eop_buffer_size != sizes.eop_buffer_size:
+                raise OSError(errno.EINVAL, f"{name}: eop_buffer_size {args.eop_buffer_size:#x} is not the node's "
+                                            f"{sizes.eop_buffer_size:#x}")
+            bufs.append(self._buffer(dev, args.eop_buffer_address, sizes.eop_buffer_size, "EOP buffer", name))
+        if args.ctl_stack_size != sizes.ctl_stack_size:
+            raise OSError(errno.EINVAL, f"{name}: ctl_stack_size {args.ctl_stack_size:#x} is not the node's "
+                                        f"{sizes.ctl_stack_size:#x}")
+        if args.ctx_save_restore_size < sizes.cwsr_size:
+            raise OSError(errno.EINVAL, f"{name}: ctx_save_restore_size {args.ctx_save_restore_size:#x} is below "
+                                        f"the node's cwsr size {sizes.cwsr_size:#x}")
+        bufs.append(self._buffer(dev, args.ctx_save_restore_address,
+                                 sizes.cwsr_bo_size(args.ctx_save_restore_size), "CWSR area", name))
+        return bufs
+
+    # -- create / destroy / update -----------------------------------------------------------------
+
+    def create_queue(self, args, io: k.Ioctl) -> None:
+        name, qt = io.name, args.queue_type
+        self._queue_args(args, name)
+        for what in ("read_pointer_address", "write_pointer_address"):
+            if not access_ok(getattr(args, what), 4):
+                raise OSError(errno.EFAULT, f"{name}: {what} 0x{getattr(args, what):x} is not a user address")
+        for what in ("eop_buffer_address", "ctx_save_restore_address"):
+            if getattr(args, what) and not access_ok(getattr(args, what), 4):
+                raise OSError(errno.EFAULT, f"{name}: {what} 0x{getattr(args, what):x} is not a user address")
+        if qt not in k.names_of("KFD_IOC_QUEUE_TYPE_"):
+            raise OSError(ENOTSUPP, f"{name}: unknown queue_type {qt}")
+        if qt == k.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL:
+            raise OSError(errno.EOPNOTSUPP, f"{name}: COMPUTE_AQL queues are not emulated by hcqsim "
+                                            f"(use COMPUTE, a PM4 queue)")
+        dev = self.driver.device(args.gpu_id, name)
+        self.driver.bound(dev, name, errno.ESRCH)
+        props = dev.props
+        max_engine = props["num_sdma_engines"] + props["num_sdma_xgmi_engines"] - 1
+        if qt == k.KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID and args.sdma_engine_id > max_engine:
+            raise OSError(errno.EINVAL, f"{name}: sdma_engine_id {args.sdma_engine_id} exceeds {max_engine}")
+        bufs = self._queue_buffers(dev, args, name)
+        qid = next((i for i in range(k.KFD_MAX_NUM_OF_QUEUES_PER_PROCESS) if i not in self.records), None)
+        if qid is None:
+            raise OSError(errno.ENOMEM, f"{name}: the process already has {len(self.records)} queues")
+        engine, slot, doorbell_id = self._queue_slots(dev, qt, args.sdma_engine_id, name)
+        queue = self._make_queue(dev, qt, engine, args)
+        self._seq += 1
+        rec = QueueRecord(qid, dev, queue, qt, engine, slot, doorbell_id, args.queue_percentage & 0xFF,
+                          args.queue_priority, args.ring_base_address, args.ring_size, bufs, self._seq)
+        for bo in bufs:
+            bo.queue_refs[dev.index] = bo.queue_refs.get(dev.index, 0) + 1
+        if slot is not None:
+            self.sdma_used[dev.index].add((engine, slot))
+        else:
+            self.cp_doorbells[dev.index].add(doorbell_id)
+        slice_va = self.driver.memory.doorbell_va(dev)
+        if slice_va is not None:  # a reused doorbell may hold the old queue's last value
+            rec.last_doorbell = ctypes.c_uint64.from_address(slice_va + rec.doorbell_offset).value
+        self.records[qid] = rec
+        self._set_active(rec, rec.percentage > 0)
+        args.queue_id = qid
+        args.doorbell_offset = k.mmap_offset(k.KFD_MMAP_TYPE_DOORBELL, dev.gpu_id, rec.doorbell_offset)
+
+    def _queue_slots(self, dev: "ProcessDevice", qt: int, eng_id: int, name: str) -> tuple[int | None, int | None, int]:
+        """(SDMA engine, SDMA queue slot, doorbell id). SDMA slots as allocate_sdma_queue hands them out."""
+        props = dev.props
+        if qt == k.KFD_IOC_QUEUE_TYPE_COMPUTE:
+            used = self.cp_doorbells[dev.index]
+            free = (i for i in range(k.KFD_MAX_NUM_OF_QUEUES_PER_PROCESS)
+                    if i not in used and not SDMA_DOORBELL_BASE <= i % SOC15_DOORBELL_MIRROR < 0x200)
+            db = next(free, None)
+            if db is None:
+                raise OSError(errno.EBUSY, f"{name}: no free doorbell on {dev.label}")
+            return None, None, db
+        n_pcie, n_xgmi, per = (props["num_sdma_engines"], props["num_sdma_xgmi_engines"],
+                               props["num_sdma_queues_per_engine"])
+        if qt == k.KFD_IOC_QUEUE_TYPE_SDMA:
+            cands = [(b % n_pcie, b // n_pcie) for b in range(n_pcie * per)]
+        elif qt == k.KFD_IOC_QUEUE_TYPE_SDMA_XGMI:
+            cands = [(n_pcie + b % n_xgmi, b // n_xgmi) for b in range(n_xgmi * per)] if n_xgmi else []
+        else:
+            cands = [(eng_id, s) for s in range(per)]
+        pick = next((c for c in cands if c not in self.sdma_used[dev.index]), None)
+        if pick is None:
+            raise OSError(errno.ENOMEM, f"{name}: no more SDMA queues of type "
+                                        f"{k.names_of('KFD_IOC_QUEUE_TYPE_')[qt]} on {dev.label}")
+        engine, slot = pick
+        db = SDMA_DOORBELL_BASE + engine * 8 + (slot >> 1) + (slot & 1) * SOC15_DOORBELL_MIRROR
+        return engine, slot, db
+
+    def _make_queue(self, dev: "ProcessDevice", qt: int, engine: int | None, args) -> EngineQueue:
+        ring = args.ring_base_address & ~0xFF  # the MQD keeps the ring base >> 8
+        rptr, wptr = args.read_pointer_address, args.write_pointer_address
+        if qt == k.KFD_IOC_QUEUE_TYPE_COMPUTE:
+            return dev.gpu.create_compute_queue(ring, args.ring_size, rptr, wptr)
+        return dev.gpu.create_sdma_queue(ring, args.ring_size, rptr, wptr, engine)
+
+    def _set_active(self, rec: QueueRecord, active: bool) -> None:
+        """An inactive queue (percentage 0 or no ring) is out of the GPU's run list, as in the kernel's runlist."""
+        gpu, q = rec.device.gpu, rec.queue
+        if rec.active and not active and q in gpu.queues:
+            gpu.queues.remove(q)
+        elif active and not rec.active and q not in gpu.queues:
+            later = [r.queue for r in self.records.values() if r.device is rec.device and r.seq > rec.seq]
+            pos = next((i for i, other in enumerate(gpu.queues) if other in later), len(gpu.queues))
+            gpu.queues.insert(pos, q)
+        rec.active = active
+
+    def destroy_queue(self, args, io: k.Ioctl) -> None:
+        rec = self._record(args.queue_id, io.name, errno.EINVAL)
+        dev = rec.device
+        if rec.queue in dev.gpu.queues:
+            dev.gpu.destroy_queue(rec.queue)
+        rec.queue.destroyed = True
+        for bo in rec.bufs:
+            bo.queue_refs[dev.index] -= 1
+        self.sdma_used[dev.index].discard((rec.engine, rec.sdma_slot))
+        self.cp_doorbells[dev.index].discard(rec.doorbell_id)
+        del self.records[rec.qid]
+
+    def update_queue(self, args, io: k.Ioctl) -> None:
+        self._queue_args(args, io.name)
+        rec = self._record(args.queue_id, io.name, errno.EFAULT)  # pqm_update_queue_properties: -EFAULT
+        base, size, q = args.ring_base_address, args.ring_size, rec.queue
+        if base:  # ring 0 only disables the queue (pqm_update_queue_properties)
+            ring_bo = self._buffer(rec.device, base, page_align(size), "ring", io.name, errno.EFAULT)
+        if base and (base & ~0xFF, size) != (q.ring_va, q.ring_size):
+            if q.wait is not None or q.has_work():
+                raise OSError(errno.EBUSY, f"{io.name}: queue {rec.qid} still has work; emulator limitation: "
+                                           f"the ring can only be moved while the queue is idle")
+            q.replace_ring(base & ~0xFF, size)
+            index = rec.device.index
+            rec.bufs[2].queue_refs[index] -= 1
+            ring_bo.queue_refs[index] = ring_bo.queue_refs.get(index, 0) + 1
+            rec.bufs[2] = ring_bo
+        rec.ring_base, rec.ring_size = base, size
+        rec.percentage, rec.priority = args.queue_percentage & 0xFF, args.queue_priority
+        self._set_active(rec, bool(base) and rec.percentage > 0)
+
+    def set_cu_mask(self, args, io: k.Ioctl) -> None:
+        if args.num_cu_mask % 32 or args.num_cu_mask == 0:
+            raise OSError(errno.EINVAL, f"{io.name}: num_cu_mask {args.num_cu_mask} must be a nonzero multiple "
+                                        f"of 32")
+        count = min(args.num_cu_mask, 1024)
+        mask = struct.unpack(f"<{count // 32}I", read_user(args.cu_mask_ptr, count // 8))
+        rec = self._record(args.queue_id, io.name, errno.EFAULT)
+        rec.cu_mask = mask  # recorded; the emulator has no CUs to mask
+
+    # -- doorbells ---------------------------------------------------------------------------------
+
+    def _doorbell_target(self, address: int) -> tuple["ProcessDevice | None", QueueRecord | None]:
+        for dev in self.driver.devices:
+            base = self.driver.memory.doorbell_va(dev)
+            if base is not None and base <= address < base + k.KFD_DOORBELL_SLICE_SIZE:
+                rec = next((r for r in self.records.values()
+                            if r.device is dev and base + r.doorbell_offset == address), None)
+                return dev, rec
+        return None, None
+
+    def ring_doorbell(self, address: int, value: int) -> None:
+        """The CPU's 64-bit store to a doorbell: written to the slot, and delivered to its queue at once."""
+        dev, rec = self._doorbell_target(address)
+        if dev is None or address % 8:
+            raise OSError(errno.EFAULT, f"ring_doorbell: 0x{address:x} is not a doorbell in a mapped doorbell slice")
+        ctypes.c_uint64.from_address(address).value = value & 0xFFFFFFFFFFFFFFFF
+        if rec is not None:
+            self._deliver(rec, value)
+
+    def _deliver(self, rec: QueueRecord, value: int) -> None:
+        rec.last_doorbell = value
+        if rec.queue.active:  # a faulted or destroyed queue ignores its doorbell, as hardware does
+            rec.device.gpu.ring_doorbell(rec.queue, value)
+
+    def poll_doorbells(self) -> int:
+        """Doorbell slots stored to directly (not through ring_doorbell) are seen at the next progress point."""
+        rung = 0
+        for rec in list(self.records.values()):
+            base = self.driver.memory.doorbell_va(rec.device)
+            if base is None:
+                continue
+            value = ctypes.c_uint64.from_address(base + rec.doorbell_offset).value
+            if value != (rec.last_doorbell or 0) and rec.queue.active:
+                self._deliver(rec, value)
+                rung += 1
+        return rung
+
+    def close(self) -> None:
+        for rec in list(self.records.values()):
+            rec.queue.destroyed = True
+            if rec.queue in rec.device.gpu.queues:
+                rec.device.gpu.queues.remove(rec.queue)
+        self.records.clear()

@@ -1,0 +1,157 @@
+"""The sysfs topology (kfd_topology.c; HARDWARE_FACTS 2): the in-memory tree the emulated machine shows
+under /sys/devices/virtual/kfd/kfd/topology, and reading it (`Sysfs`).
+
+Node properties come from the target (hcqsim.targets) and the per-target facts below; gpu_ids are
+deterministic, so the same machine has the same ids (and the same messages) on every run.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import zlib
+from typing import Callable
+
+from .. import kfd_uapi as k
+from ..targets import Target
+
+# Per-target node facts that hcqsim.targets does not carry (HARDWARE_FACTS 2.5; mem width/clock illustrative).
+NODE_FACTS = {
+    "gfx1100": dict(simd_id_base=2147488032, num_gws=64, max_slots_scratch_cu=32, vendor_id=4098,
+                    location_id=34304, hive_id=0, num_sdma_engines=2, num_sdma_xgmi_engines=0,
+                    num_sdma_queues_per_engine=6, num_cp_queues=8, max_engine_clk_fcompute=2482, fw_version=2140,
+                    capability=671588992, capability2=0, debug_prop=1495, sdma_fw_version=20,
+                    unique_id=11673270660693242239, mem_width=384, mem_clk_max=2500),
+    "gfx942": dict(simd_id_base=2147487784, num_gws=64, max_slots_scratch_cu=32, vendor_id=4098,
+                   location_id=18176, hive_id=10631624818852212319, num_sdma_engines=2, num_sdma_xgmi_engines=14,
+                   num_sdma_queues_per_engine=8, num_cp_queues=24, max_engine_clk_fcompute=2100, fw_version=166,
+                   capability=746037888, capability2=0, debug_prop=1511, sdma_fw_version=22,
+                   unique_id=4376936076086227261, mem_width=8192, mem_clk_max=1300),
+}
+CPU_CORES, CPU_CLOCK_MHZ, CPU_MEMORY = 16, 2400, 64 << 30  # the emulated host CPU node (fixed: deterministic)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the tree
+
+
+def make_gpu_ids(target: str, n: int) -> list[int]:
+    """16-bit nonzero, distinct, deterministic per index (the kernel hashes PCI identity; we hash the index)."""
+    ids: list[int] = []
+    for i in range(n):
+        h = zlib.crc32(f"hcqsim {target} gpu {i}".encode()) & 0xFFFF
+        while h == 0 or h in ids:
+            h = (h + 1) & 0xFFFF
+        ids.append(h)
+    return ids
+
+
+def _props_text(keys: tuple, values: dict) -> str:
+    return "".join(f"{key} {values[key]}\n" for key in keys)
+
+
+def _link(node_from: int, node_to: int, kind: int, weight: int) -> str:
+    v = dict.fromkeys(k.IO_LINK_PROPERTY_KEYS, 0)
+    v.update(type=kind, node_from=node_from, node_to=node_to, weight=weight, flags=k.HSA_IOLINK_FLAGS_ENABLED)
+    return _props_text(k.IO_LINK_PROPERTY_KEYS, v)
+
+
+def gpu_node_properties(target: Target, index: int, num_gpus: int) -> dict:
+    """The `properties` values of GPU node `index` (facts 2.2 keys, facts 2.5 values)."""
+    f = NODE_FACTS[target.name]
+    return dict(
+        cpu_cores_count=0, simd_count=target.simd_count, mem_banks_count=1, caches_count=0, io_links_count=1,
+        p2p_links_count=num_gpus - 1, cpu_core_id_base=0, simd_id_base=f["simd_id_base"] + index * 0x1000,
+        max_waves_per_simd=target.max_waves_per_simd, lds_size_in_kb=target.lds_size_in_kb, gds_size_in_kb=0,
+        num_gws=f["num_gws"], wave_front_size=target.wave_size, array_count=target.array_count,
+        simd_arrays_per_engine=target.simd_arrays_per_engine, cu_per_simd_array=target.cu_per_simd_array,
+        simd_per_cu=target.simd_per_cu, max_slots_scratch_cu=f["max_slots_scratch_cu"],
+        gfx_target_version=target.gfx_target_version, vendor_id=f["vendor_id"], device_id=target.device_id,
+        location_id=f["location_id"] + (index << 8), domain=0, drm_render_minor=128 + index, hive_id=f["hive_id"],
+        num_sdma_engines=f["num_sdma_engines"], num_sdma_xgmi_engines=f["num_sdma_xgmi_engines"],
+        num_sdma_queues_per_engine=f["num_sdma_queues_per_engine"], num_cp_queues=f["num_cp_queues"],
+        max_engine_clk_fcompute=f["max_engine_clk_fcompute"], local_mem_size=0, fw_version=f["fw_version"],
+        capability=f["capability"], capability2=f["capability2"], debug_prop=f["debug_prop"],
+        sdma_fw_version=f["sdma_fw_version"], unique_id=(f["unique_id"] + index) % (1 << 64),
+        num_xcc=target.num_xcc, max_engine_clk_ccompute=CPU_CLOCK_MHZ)
+
+
+def cpu_node_properties(num_gpus: int) -> dict:
+    v = dict.fromkeys(k.NODE_PROPERTY_KEYS, 0)
+    v.update(cpu_cores_count=CPU_CORES, mem_banks_count=1, io_links_count=num_gpus,
+             max_engine_clk_ccompute=CPU_CLOCK_MHZ)
+    return v
+
+
+def build_topology(target: Target, gpu_ids: list[int], vram_size: int,
+                   used: Callable[[int], int]) -> dict[str, str | Callable[[], str]]:
+    """path -> file text (or a function giving it, for values that change, like used_memory)."""
+    root, n = k.KFD_TOPOLOGY_ROOT, len(gpu_ids)
+    tree: dict[str, str | Callable[[], str]] = {
+        f"{root}/generation_id": "1\n",
+        f"{root}/system_properties": "".join(f"{key} 0\n" for key in k.SYSTEM_PROPERTY_KEYS),
+    }
+    cpu_keys = tuple(key for key in k.NODE_PROPERTY_KEYS if key not in k.GPU_ONLY_NODE_PROPERTY_KEYS)
+    cpu = f"{root}/nodes/0"
+    tree.update({f"{cpu}/gpu_id": "0\n", f"{cpu}/name": "\n",
+                 f"{cpu}/properties": _props_text(cpu_keys, cpu_node_properties(n)),
+                 f"{cpu}/mem_banks/0/properties": _props_text(k.MEM_BANK_PROPERTY_KEYS, dict(
+                     heap_type=k.HSA_MEM_HEAP_TYPE_SYSTEM, size_in_bytes=CPU_MEMORY, flags=0, width=64,
+                     mem_clk_max=3200))})
+    for i in range(n):
+        tree[f"{cpu}/io_links/{i}/properties"] = _link(0, i + 1, k.HSA_IOLINK_TYPE_PCIEXPRESS, 20)
+    facts = NODE_FACTS[target.name]
+    for i, gid in enumerate(gpu_ids):
+        d = f"{root}/nodes/{i + 1}"
+        tree.update({f"{d}/gpu_id": f"{gid}\n", f"{d}/name": "ip discovery\n",
+                     f"{d}/properties": _props_text(k.NODE_PROPERTY_KEYS, gpu_node_properties(target, i, n)),
+                     f"{d}/mem_banks/0/properties": _props_text(k.MEM_BANK_PROPERTY_KEYS, dict(
+                         heap_type=k.HSA_MEM_HEAP_TYPE_FB_PUBLIC, size_in_bytes=vram_size, flags=0,
+                         width=facts["mem_width"], mem_clk_max=facts["mem_clk_max"])),
+                     f"{d}/mem_banks/0/used_memory": (lambda i=i: f"{used(i)}\n"),
+                     f"{d}/io_links/0/properties": _link(i + 1, 0, k.HSA_IOLINK_TYPE_PCIEXPRESS, 20)})
+        xgmi = facts["hive_id"] != 0
+        peers = [j for j in range(n) if j != i]
+        for m, j in enumerate(peers):
+            kind = k.HSA_IOLINK_TYPE_XGMI if xgmi else k.HSA_IOLINK_TYPE_PCIEXPRESS
+            tree[f"{d}/p2p_links/{m}/properties"] = _link(i + 1, j + 1, kind, 15 if xgmi else 40)
+    return tree
+
+
+class Sysfs:
+    """Reads of the topology tree as the kernel's sysfs answers them (files, directories, errnos)."""
+
+    ALIAS = "/sys/class/kfd/kfd/topology"  # the class link to the same directory
+
+    def __init__(self, tree: dict[str, str | Callable[[], str]]):
+        self.tree = tree
+
+    def path(self, path: str) -> str:
+        path = path.rstrip("/")
+        return k.KFD_TOPOLOGY_ROOT + path[len(self.ALIAS):] if path.startswith(self.ALIAS) else path
+
+    def _children(self, path: str) -> list[str]:
+        prefix = path + "/"
+        names = {p[len(prefix):].split("/", 1)[0] for p in self.tree if p.startswith(prefix)}
+        return sorted(names, key=lambda s: (not s.isdigit(), int(s) if s.isdigit() else 0, s))
+
+    def read_text(self, path: str) -> str:
+        p = self.path(path)
+        value = self.tree.get(p)
+        if value is None:
+            if self._children(p):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        return value() if callable(value) else value
+
+    def listdir(self, path: str) -> list[str]:
+        p = self.path(path)
+        names = self._children(p)
+        if not names:
+            if p in self.tree:
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        return names
+
+    def exists(self, path: str) -> bool:
+        p = self.path(path)
+        return p in self.tree or bool(self._children(p))

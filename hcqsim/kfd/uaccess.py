@@ -1,0 +1,84 @@
+"""copy_from_user / copy_to_user for the emulated driver: a bad user pointer becomes OSError(EFAULT), as the
+kernel returns, instead of a segfault of the interpreter.
+
+The probing copy goes through process_vm_readv/writev on our own pid, which the kernel checks page by
+page; where those calls are forbidden (seccomp), a pipe does the same job.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+
+from ..memory import PAGE_SIZE
+
+TASK_SIZE_MAX = (1 << 47) - PAGE_SIZE  # x86-64 access_ok() bound
+
+
+def access_ok(addr: int, size: int) -> bool:
+    """x86-64 access_ok(): the range lies below the user address-space limit."""
+    return addr + size <= TASK_SIZE_MAX
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.process_vm_readv.restype = _libc.process_vm_writev.restype = ctypes.c_ssize_t
+_libc.write.restype = _libc.read.restype = ctypes.c_ssize_t
+_libc.write.argtypes = _libc.read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+_use_pipe = False  # set when process_vm_* is unavailable (seccomp); then a pipe does the probing copy
+
+
+def _vm_copy(func, local: int, remote: int, n: int) -> bool:
+    global _use_pipe
+    lo, re = _Iovec(local, n), _Iovec(remote, n)
+    got = func(os.getpid(), ctypes.byref(lo), 1, ctypes.byref(re), 1, 0)
+    if got == n:
+        return True
+    if got < 0 and ctypes.get_errno() in (errno.ENOSYS, errno.EPERM):
+        _use_pipe = True
+    return False
+
+
+def _pipe_copy(src: int, dst: int, n: int) -> bool:
+    """Move n bytes src -> dst through a pipe: the kernel reports EFAULT for a bad side instead of a SIGSEGV."""
+    r, w = os.pipe()
+    try:
+        done = 0
+        while done < n:
+            chunk = min(n - done, 1 << 16)
+            if _libc.write(w, src + done, chunk) != chunk or _libc.read(r, dst + done, chunk) != chunk:
+                return False
+            done += chunk
+        return True
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def read_user(addr: int, n: int) -> bytes:
+    """copy_from_user: n bytes at a user address, or OSError(EFAULT)."""
+    buf = ctypes.create_string_buffer(max(n, 1))
+    if n and not (0 < addr and access_ok(addr, n)):
+        raise OSError(errno.EFAULT, f"bad user address 0x{addr:x} (+{n} bytes)")
+    ok = n == 0 or (not _use_pipe and _vm_copy(_libc.process_vm_readv, ctypes.addressof(buf), addr, n))
+    if not ok and _use_pipe:
+        ok = _pipe_copy(addr, ctypes.addressof(buf), n)
+    if not ok:
+        raise OSError(errno.EFAULT, f"cannot read {n} bytes of user memory at 0x{addr:x}")
+    return buf.raw[:n]
+
+
+def write_user(addr: int, data: bytes) -> None:
+    """copy_to_user: store bytes at a user address, or OSError(EFAULT)."""
+    n = len(data)
+    if n and not (0 < addr and access_ok(addr, n)):
+        raise OSError(errno.EFAULT, f"bad user address 0x{addr:x} (+{n} bytes)")
+    buf = ctypes.create_string_buffer(bytes(data), max(n, 1))
+    ok = n == 0 or (not _use_pipe and _vm_copy(_libc.process_vm_writev, ctypes.addressof(buf), addr, n))
+    if not ok and _use_pipe:
+        ok = _pipe_copy(ctypes.addressof(buf), addr, n)
+    if not ok:
+        raise OSError(errno.EFAULT, f"cannot write {n} bytes of user memory at 0x{addr:x}")
