@@ -343,8 +343,8 @@ class ProcessMemory:
         if bo is None:
             raise OSError(errno.EINVAL, f"{io.name}: no BO with handle 0x{args.handle:x} (already freed?)")
         if bo.mapped:
-            ids = sorted(self.driver.devices[i].gpu_id for i in bo.mapped)
-            raise OSError(errno.EBUSY, f"{io.name}: BO 0x{bo.handle:x} is still mapped on gpu_ids {ids}; "
+            on = ", ".join(self.driver.devices[i].label for i in sorted(bo.mapped))
+            raise OSError(errno.EBUSY, f"{io.name}: BO 0x{bo.handle:x} is still mapped on {on}; "
                                        f"UNMAP_MEMORY_FROM_GPU first")
         del table.bos[args.handle & 0xFFFFFFFF]
         table.by_offset.pop(bo.mmap_offset, None)

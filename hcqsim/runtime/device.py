@@ -16,7 +16,7 @@ import numpy as np
 from .. import kfd_uapi as K
 from ..boundary import (KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE,
                         PROT_READ, PROT_WRITE, OSBoundary)
-from ..errors import DeadlockError, DeviceFault, DeviceTimeout, HcqsimError
+from ..errors import DeadlockError, DeviceFault, DeviceTimeout, HcqsimError, gpu_label
 from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, chunks
 from .signal import SIGNAL_SIZE, Signal
 from .topology import GpuNode, gpu_nodes
@@ -58,6 +58,11 @@ class KFDProcess:
         return self.ioctl(K.AMDKFD_IOC_CREATE_EVENT, K.CreateEventArgs(event_page_offset=page_handle,
                                                                       event_type=event_type, auto_reset=auto_reset))
 
+    def label(self, gpu_id: int) -> str:
+        """How messages name the GPU `gpu_id` of this process: `GPU <index> (gpu_id <gpu_id>)`."""
+        index = next((i for i, n in enumerate(self.nodes) if n.gpu_id == gpu_id), None)
+        return f"gpu_id {gpu_id}" if index is None else gpu_label(index, gpu_id)
+
     def close(self) -> None:
         self.os.close(self.fd)
 
@@ -94,6 +99,7 @@ class Device:
         self.process, self.os, self.index = process, process.os, index
         self.node = process.nodes[index]
         self.gpu_id, self.target, self.family = self.node.gpu_id, self.node.target, self.node.family
+        self.label = gpu_label(index, self.gpu_id)
         self.sdma_version = "sdma6" if self.family == "gfx11" else "sdma4"
         self.copy_max_bytes = SDMA_COPY_MAX
         self._owner = owner  # keeps an emulated system alive as long as its devices
@@ -352,7 +358,7 @@ class Device:
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms <= 0:
                 raise DeviceTimeout(f"timed out after {timeout_ms} ms waiting for {what} (current "
-                                    f"{signal.value}) on GPU {self.gpu_id}:\n  "
+                                    f"{signal.value}) on {self.label}:\n  "
                                     + "\n  ".join(r.describe_state() for r in self._rings.values()))
             try:
                 self._wait_events([self.completion_event, self.memory_event, self.hw_event], min(left_ms,
@@ -361,7 +367,7 @@ class Device:
                 self._check_faults()
                 if done():
                     return
-                raise DeadlockError(f"{what} on GPU {self.gpu_id} (current {signal.value & 0xFFFFFFFF})",
+                raise DeadlockError(f"{what} on {self.label} (current {signal.value & 0xFFFFFFFF})",
                                     e.blocked) from None
 
     def _wait_events(self, event_ids: list[int], timeout_ms: int) -> tuple[int, ctypes.Array]:
@@ -376,7 +382,7 @@ class Device:
     def _check_faults(self) -> None:
         """Raise DeviceFault if a memory or hardware exception was reported since the last call."""
         if self._closed:
-            raise HcqsimError(f"device {self.gpu_id} is closed")
+            raise HcqsimError(f"{self.label} is closed")
         result, data = self._wait_events([self.memory_event, self.hw_event], 0)
         if result != K.KFD_IOC_WAIT_RESULT_COMPLETE:
             return
@@ -384,13 +390,13 @@ class Device:
         mem = data[0].memory_exception_data
         if mem.gpu_id:
             flags = [n for n in ("NotPresent", "ReadOnly", "NoExecute") if getattr(mem.failure, n)]
-            new.append(f"GPU {mem.gpu_id} memory exception at VA 0x{mem.va:x} ({', '.join(flags) or 'fault'})")
+            new.append(f"{self.process.label(mem.gpu_id)} memory exception at VA 0x{mem.va:x} ({', '.join(flags) or 'fault'})")
         hw = data[1].hw_exception_data
         if hw.gpu_id:
-            new.append(f"GPU {hw.gpu_id} hardware exception (reset type {hw.reset_type}, cause {hw.reset_cause})")
+            new.append(f"{self.process.label(hw.gpu_id)} hardware exception (reset type {hw.reset_type}, cause {hw.reset_cause})")
         new += self.os.fault_details(self.gpu_id)
         if not new:
-            new.append(f"GPU {self.gpu_id} reported an exception event")
+            new.append(f"{self.label} reported an exception event")
         self.faults += new
         raise DeviceFault(new)
 

@@ -48,7 +48,7 @@ class Program:
 def load_program(device: "Device", code_object: bytes | CodeObject, name: str) -> Program:
     co = code_object if isinstance(code_object, CodeObject) else CodeObject.from_bytes(code_object)
     if co.arch and co.arch != device.target:
-        raise ValueError(f"code object is for {co.arch}, device {device.gpu_id} is {device.target}")
+        raise ValueError(f"code object is for {co.arch}, {device.label} is {device.target}")
     kernel = co.kernel(name)
     buf = device.alloc(co.image_size, host_visible=True)
     if buf.va % co.image_alignment:
