@@ -545,7 +545,8 @@ def variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Callable
                 neg = bool(mods and fmods and is_f and r.random() < 0.4)
                 ab = bool(mods and fmods and is_f and r.random() < 0.3)
                 hi = (r.random() < 0.5) if (true16 and WIDTH[k] == 16) else None
-                case_srcs.append(Src(k if _fmt_of(k) is not None or not (neg or ab) else "f32", neg=neg, abs=ab,
+                as_float = {16: "f16", 32: "f32", 64: "f64"}[WIDTH[k]]  # float modifiers on untyped bits: the sign
+                case_srcs.append(Src(k if _fmt_of(k) is not None or not (neg or ab) else as_float, neg=neg, abs=ab,
                                      hi=bool(hi)))
                 texts.append(operand_text(arch, k, SRC_VGPRS[vi], neg, ab, hi))
                 vi += 1
