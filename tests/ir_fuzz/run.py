@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hcqsim.compiler import assemble_listing, compile_llvm
-from hcqsim.errors import DeviceFault, HcqsimError
+from hcqsim.errors import DeviceFault
 from hcqsim.runtime import open_device
 
 from . import dag, fp
@@ -184,10 +184,10 @@ def _mnemonic(text: str) -> str:
     return m.group(1) if m else "?"
 
 
-def execute(ir: str, target: str, opt: int, prog: Program, inputs: dict[int, list[int]]) -> list[list[int]]:
-    """Run the kernel; the values stored for each output, per lane. Raises DeviceFault and friends."""
+def execute(code: bytes, target: str, prog: Program, inputs: dict[int, list[int]]) -> list[list[int]]:
+    """Run the compiled kernel; the values stored for each output, per lane. Raises DeviceFault and
+    whatever else the emulator raises."""
     dev = device(target)
-    code = compile_llvm(ir, target, opt, ir_passes=True)
     program = dev.load_program(code, "fuzz")
     slots = input_slots(prog)
     n_lane = sum(1 for u, _ in slots.values() if not u)
@@ -309,20 +309,21 @@ def check(prog: Program, target: str, opt: int, seed: int = 0, *, inputs: dict |
     ir = kernel_ir(prog, wave)
     inputs = make_inputs(prog, seed) if inputs is None else inputs
     try:
-        got = execute(ir, target, opt, prog, inputs)
+        code = compile_llvm(ir, target, opt, ir_passes=True)
     except ValueError as e:
         return Outcome("compile_error", message=f"{e}\n{ir}", ir=ir)
+    try:
+        got = execute(code, target, prog, inputs)
     except DeviceFault as e:
         forget_device(target)
         text = str(e)
         kind = "unsupported" if "unsupported" in text else "fault"
-        return Outcome(kind, message=text + "\n\nIR:\n" + ir, mnemonic=_mnemonic(text) if kind == "unsupported"
-                       else "", ir=ir)
-    except (HcqsimError, AssertionError, ArithmeticError, LookupError, TypeError, AttributeError,
-            NotImplementedError, RuntimeError) as e:
+        return Outcome(kind, message=f"{text}\n\nIR:\n{ir}\nlisting:\n{_listing(ir, target, opt)}",
+                       mnemonic=_mnemonic(text) if kind == "unsupported" else "", ir=ir)
+    except Exception as e:  # noqa: BLE001 - anything else the emulator raises is its internal error
         forget_device(target)
-        return Outcome("fault", message=f"internal error {type(e).__name__}: {e}\n\nIR:\n{ir}",
-                       mnemonic=f"internal {type(e).__name__}", ir=ir)
+        return Outcome("fault", message=f"internal error {type(e).__name__}: {e}\n\nIR:\n{ir}\nlisting:\n"
+                       f"{_listing(ir, target, opt)}", mnemonic=f"internal {type(e).__name__}", ir=ir)
     t1 = time.perf_counter()
     cmp = compare(prog, inputs, got, wave)
     t2 = time.perf_counter()
