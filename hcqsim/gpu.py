@@ -21,7 +21,7 @@ import numpy as np
 from .engines.command_processor import PM4Queue
 from .engines.queue import EngineQueue, Stream
 from .engines.sdma_engine import SDMAEngine, SDMAQueue
-from .errors import DeadlockError, EngineError, Fault, QueueError, RunawayError, VMFaultError, gpu_label
+from .errors import BlockedQueue, DeadlockError, EngineError, Fault, QueueError, RunawayError, VMFaultError, gpu_label
 from .fields import PacketFormat
 from .memory import PAGE_SIZE, AddressSpace, VaWindow, host_view, page_align
 from .targets import Target, get_target
@@ -267,7 +267,7 @@ class EmulatedGPU:
         """Advance until `condition()` holds; DeadlockError when the machine goes quiet first."""
         self._progress(condition)
         if not condition():
-            raise DeadlockError(waiting_for, [b for q in self.queues if (b := q.blocked_report())])
+            raise DeadlockError(waiting_for, self.blocked())
 
     def _progress(self, condition: Callable[[], bool] | None) -> int:
         if self._running:  # a doorbell rung from inside the run (interrupt handler): the loop sees it
@@ -323,7 +323,8 @@ class EmulatedGPU:
         self.interrupt("vm_fault" if f.is_vm_fault else "queue_error", 0, q, fault=f)
         return f
 
-    def blocked(self) -> list:
+    def blocked(self) -> list[BlockedQueue]:
+        """Every queue stalled on a wait, with what it waits for (for deadlock reports)."""
         return [b for q in self.queues if (b := q.blocked_report())]
 
     # -- what engines call -------------------------------------------------------------------------

@@ -39,10 +39,6 @@ class Target:
         """Largest COPY_LINEAR / CONST_FILL in bytes that one packet can carry."""
         return 1 << self.sdma_copy_count_bits
 
-    @property
-    def has_sdma_gcr(self) -> bool:
-        return self.sdma_version[0] >= 5
-
 
 TARGETS = {
     "gfx1100": Target("gfx1100", "gfx11", 110000, 32, (6, 0, 0), 30,

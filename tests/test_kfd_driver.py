@@ -1,16 +1,15 @@
 """The emulated KFD driver, driven the way a runtime drives /dev/kfd: EmulatedOS + kfd_uapi structs.
 
 Expected numbers are written from HARDWARE_FACTS.md (sections 1 and 2) and the Linux sources cited in
-hcqsim/kfd.py, never read back from the module under test.
+hcqsim/kfd/, never read back from the module under test.
 """
 import ctypes
 import errno
-import importlib.util
 
 import pytest
 
 from hcqsim import kfd_uapi as k
-from hcqsim import pm4
+from hcqsim import pm4, sdma
 from hcqsim.boundary import (MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, PROT_READ,
                              PROT_WRITE)
 from hcqsim.errors import DeadlockError
@@ -23,7 +22,6 @@ COMMON = k.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | k.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTAB
     k.KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE
 GTT = k.KFD_IOC_ALLOC_MEM_FLAGS_GTT | k.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | k.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED | COMMON
 VRAM = k.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | k.KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC | COMMON
-HAVE_SDMA = importlib.util.find_spec("hcqsim.sdma") is not None
 
 
 def parse(text: str) -> dict:
@@ -806,13 +804,9 @@ def test_update_queue_to_an_unmapped_ring_is_efault(rt):
            ring_size=0x1000, queue_percentage=100)
 
 
-def test_sdma_queue_is_created_or_reported_missing(rt):
-    if HAVE_SDMA:
-        q = rt.sdma_queue()
-        assert q.qid == 0
-    else:
-        e = raises(errno.EOPNOTSUPP, rt.sdma_queue)
-        assert "SDMA" in str(e)
+def test_sdma_queue_is_created(rt):
+    q = rt.sdma_queue()
+    assert q.qid == 0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -924,9 +918,6 @@ def test_full_bringup_release_mem_interrupt_completes_wait_events(rt):
     assert result == k.KFD_IOC_WAIT_RESULT_COMPLETE
     assert data[1].memory_exception_data.gpu_id == 0 and data[2].hw_exception_data.gpu_id == 0
     assert rt.events.u64(sig).value == 0xFFFF_FFFF_FFFF_FFFF  # the driver acknowledged the slot
-    if not HAVE_SDMA:
-        return
-    from hcqsim import sdma
     s = rt.sdma_queue()
     assert s.qid != q.qid and s.doorbell != q.doorbell
     rt.submit(s, sdma.fence(rt.events.va + 8 * sig, sig) + sdma.trap(sig))
