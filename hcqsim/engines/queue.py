@@ -3,8 +3,8 @@
 A queue owns a stack of `Stream`s: the ring (circular, unwrapped 64-bit positions, bounded by the write
 pointer from the last doorbell) and, above it, the indirect buffers being executed. An engine subclass
 (`command_processor.PM4Queue`, `sdma_engine.SDMAQueue`) implements `execute(stream)`: decode the packet at
-the stream's position, act, and move the position past it (`step`), or register a `Wait` and leave the
-position alone.
+the stream's position, move the position past it and act, or `stall` on it (a `Wait` the scheduler
+re-checks).
 
 The GPU's scheduler calls `ready()` and `advance(budget)`; an `EngineError` raised inside becomes a
 fault record that stops this queue only.
