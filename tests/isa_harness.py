@@ -513,12 +513,14 @@ def variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Callable
              forms: tuple[str, ...] = ("e32", "e64"), n64: int = 3, fmods: bool | None = None, acc: bool = False,
              int_clamp: bool = False, out_mods: bool | None = None, sdst: str | None = None, zero_hi: bool = False,
              seed: str = "", compare: Check = Check(), halves: bool = True,
-             implicit_vcc: bool = False, hi_any: bool = False) -> list[ValuCase]:
+             implicit_vcc: bool = False, hi_any: bool = False, abs_ok: bool = True) -> list[ValuCase]:
     """Cases of one VALU opcode over forms: "e32" (no modifiers), "e64" (mnemonic_e64) and "vop3" (no suffix; VOP3-only
     opcodes) with `n64` random modifier sets each: neg/abs on float sources (`fmods`, default: float sources), clamp
     and omod (`out_mods`, default: float results), register halves of 16-bit operands (gfx11 .l/.h when `halves`).
     A "bit" source is the lane mask VCC (e32) or an SGPR (e64); `sdst` "mask" adds a lane-mask result (VCC for
-    e32 forms, an SGPR for e64; "exec" for v_cmpx). `acc`: an accumulator in the destination (v_fmac)."""
+    e32 forms, an SGPR for e64; "exec" for v_cmpx). `acc`: an accumulator in the destination (v_fmac). `abs_ok`
+    False for VOP3SD forms (v_div_scale): their encoding has no abs bits (gfx11's assembler drops |x| silently,
+    gfx942's rejects it), so hardware never sees one."""
     r = rng(arch, name, seed)
     true16 = arch == "gfx1100" and halves
     if fmods is None:
@@ -543,7 +545,7 @@ def variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Callable
                     continue
                 is_f = _fmt_of(k) is not None or fmods == "all"
                 neg = bool(mods and fmods and is_f and r.random() < 0.4)
-                ab = bool(mods and fmods and is_f and r.random() < 0.3)
+                ab = bool(mods and fmods and is_f and abs_ok and r.random() < 0.3)
                 hi = (r.random() < 0.5) if (true16 and WIDTH[k] == 16) else None
                 as_float = {16: "f16", 32: "f32", 64: "f64"}[WIDTH[k]]  # float modifiers on untyped bits: the sign
                 case_srcs.append(Src(k if _fmt_of(k) is not None or not (neg or ab) else as_float, neg=neg, abs=ab,

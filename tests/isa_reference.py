@@ -1029,16 +1029,20 @@ def s_minmax(signed: bool, is_min: bool):
 def s_bfe(bits: int, signed: bool):
     """S_BFE_U32/I32/U64/I64: offset = S1[4:0] (64: S1[5:0]), width = S1[22:16];
     tmp = (S0 >> offset) & ((1 << width) - 1), sign-extended from bit width-1 for the signed forms (width 0 gives 0);
-    SCC = D0 != 0. A width above the operand size (the pseudocode's mask and sign extension then leave the operand
-    width) is not asserted (ANY); width == size is the whole (arithmetically, for I32/I64) shifted operand."""
+    SCC = D0 != 0. Where offset + width reaches past the operand, the signed forms give the arithmetically shifted
+    operand (S0.i >> offset: the field's top bits are copies of the sign), as LLVM's constant folding of BFE_I32
+    does (AMDGPUISelLowering constantFoldBFE). A width above the operand size is not asserted (ANY)."""
     def fn(a: int, b: int):
         off = b & (bits - 1)
         w = (b >> 16) & 0x7F
         if w > bits:
             return ANY, ANY
-        t = (a >> off) & ((1 << w) - 1) if w < bits else a >> off
-        if signed and w:
-            t = u(sext(t, min(w, bits)), bits) if w < bits else u(sext(a, bits) >> off, bits)
+        if signed and w and off + w >= bits:
+            t = u(sext(a, bits) >> off, bits)
+        else:
+            t = (a >> off) & ((1 << w) - 1) if w < bits else a >> off
+            if signed and w:
+                t = u(sext(t, min(w, bits)), bits)
         t &= mask(bits)
         return t, int(t != 0)
     return fn

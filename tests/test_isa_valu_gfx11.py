@@ -103,9 +103,9 @@ def V(key: str, name: str, srcs: tuple[str, ...], dst: str, fn, doc: str = "", *
 F16, F32, F64 = ref.F16, ref.F32, ref.F64
 # division helpers
 V("div", "v_div_scale_f32", ("f32", "f32", "f32"), "f32", ref.div_scale(F32), forms=("vop3",), n64=6, sdst="mask",
-  out_mods=False, compare=Check(nan="any"))
+  out_mods=False, compare=Check(nan="any"), abs_ok=False)
 V("div", "v_div_scale_f64", ("f64", "f64", "f64"), "f64", ref.div_scale(F64), forms=("vop3",), n64=6, sdst="mask",
-  out_mods=False, compare=Check(nan="any"))
+  out_mods=False, compare=Check(nan="any"), abs_ok=False)
 V("div", "v_div_fmas_f32", ("f32", "f32", "f32", "bit"), "f32", ref.div_fmas_plain(F32), forms=("vop3",), n64=4,
   implicit_vcc=True)
 V("div", "v_div_fmas_f64", ("f64", "f64", "f64", "bit"), "f64", ref.div_fmas_plain(F64), forms=("vop3",), n64=4,

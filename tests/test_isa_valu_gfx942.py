@@ -54,9 +54,9 @@ V("fmac", "v_mac_f16", ("f16", "f16"), "f16", lambda a, b, c: ref.f_add(ref.f_mu
   "V_MAC_F16: D0 = S0 * S1 + D0 (two roundings: mul then add); keeps bits 31:16 on GFX9", acc=True, zero_hi=False)
 # division helpers
 V("div", "v_div_scale_f32", ("f32", "f32", "f32"), "f32", ref.div_scale(F32), forms=("vop3",), n64=6, sdst="mask",
-  out_mods=False, compare=Check(nan="any"))
+  out_mods=False, compare=Check(nan="any"), abs_ok=False)
 V("div", "v_div_scale_f64", ("f64", "f64", "f64"), "f64", ref.div_scale(F64), forms=("vop3",), n64=6, sdst="mask",
-  out_mods=False, compare=Check(nan="any"))
+  out_mods=False, compare=Check(nan="any"), abs_ok=False)
 V("div", "v_div_fmas_f32", ("f32", "f32", "f32", "bit"), "f32", ref.div_fmas_plain(F32), forms=("vop3",), n64=4,
   implicit_vcc=True)
 V("div", "v_div_fmas_f64", ("f64", "f64", "f64", "bit"), "f64", ref.div_fmas_plain(F64), forms=("vop3",), n64=4,

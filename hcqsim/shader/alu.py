@@ -43,9 +43,12 @@ def _bfe_u32(x, off, width):
 
 
 def _bfe_i32(x, off, width):
+    """v_bfe_i32: (S0.i32 >> offset) arithmetically, then the low `width` bits sign-extended."""
     off, width = _sh32(off), np.asarray(width).astype(U32) & U32(31)
-    u = _bfe_u32(x.view(U32) if x.dtype == I32 else x, off, width).astype(np.int64)
-    sign = np.int64(1) << np.maximum(width.astype(np.int64) - 1, 0)
+    shifted = (x.view(I32) if x.dtype == U32 else x.astype(I32)).astype(I64) >> off.astype(I64)
+    mask = (I64(1) << width.astype(I64)) - 1
+    u = shifted & mask
+    sign = I64(1) << np.maximum(width.astype(I64) - 1, 0)
     return np.where(width == 0, 0, (u ^ sign) - sign).astype(I32)
 
 
@@ -115,6 +118,99 @@ def _mul_hi_i32_i24(a, b):
     return ((s24(a) * s24(b)) >> I64(32)).astype(U32)
 
 
+def _alignbyte(a, b, s):
+    return ((a.astype(U64) << U64(32) | b.astype(U64)) >> ((s.astype(U64) & U64(3)) * U64(8))).astype(U32)
+
+
+def _f32_to_f16_rtz(x):
+    """f32 -> f16 rounded toward zero (v_cvt_pk_rtz_f16_f32): the nearest-even result, stepped back toward
+    zero where it rounded away (overflow saturates at the largest finite half, NaN stays NaN)."""
+    with np.errstate(all="ignore"):
+        r = fpmath.f32_to_f16(x)
+        away = np.abs(r.astype(F64)) > np.abs(x.astype(F64))
+        r = np.where(away & ~np.isnan(x), np.nextafter(r, F16(0)), r)
+    return r.astype(F16)
+
+
+def _pack16(lo, hi):
+    return np.asarray(lo).view(U16).astype(U32) | np.asarray(hi).view(U16).astype(U32) << U32(16)
+
+
+def _sat(x, dtype):
+    info = np.iinfo(dtype)
+    return np.clip(np.asarray(x).astype(I64), info.min, info.max).astype(dtype)
+
+
+def _sad_bytes(a, b, c, masked=False, hi=False):
+    total = c.astype(U64)
+    for k in range(4):
+        x, y = (a >> U32(8 * k)) & U32(0xFF), (b >> U32(8 * k)) & U32(0xFF)
+        d = np.where(x > y, x - y, y - x).astype(U64)
+        if masked:  # v_msad_u8: reference bytes of zero do not count
+            d = np.where(y == 0, U64(0), d)
+        total = total + (d << U64(16) if hi else d)
+    return (total & U64(0xFFFFFFFF)).astype(U32)
+
+
+def _sad_u16(a, b, c):
+    total = c.astype(U64)
+    for k in (0, 16):
+        x, y = (a >> U32(k)) & U32(0xFFFF), (b >> U32(k)) & U32(0xFFFF)
+        total = total + np.where(x > y, x - y, y - x).astype(U64)
+    return (total & U64(0xFFFFFFFF)).astype(U32)
+
+
+def _lerp_u8(a, b, c):
+    out = np.zeros(np.broadcast(a, b, c).shape, U32)
+    for k in range(4):
+        sh = U32(8 * k)
+        x, y, r = (a >> sh) & U32(0xFF), (b >> sh) & U32(0xFF), (c >> sh) & U32(1)
+        out |= (((x + y + r) >> U32(1)) & U32(0xFF)) << sh
+    return out
+
+
+def _frexp_mant(a):
+    m = np.frexp(a)[0].astype(a.dtype)
+    return np.where(np.isinf(a) | np.isnan(a), a, m)
+
+
+def _frexp_exp(a, dtype):
+    e = np.frexp(a)[1]
+    return np.where(np.isinf(a) | np.isnan(a), 0, e).astype(dtype)
+
+
+def _fract(a):
+    """v_fract: S0 + -floor(S0), clamped below 1.0 (the largest float under 1); +-inf and NaN give NaN."""
+    below_one = np.nextafter(a.dtype.type(1), a.dtype.type(0))
+    return np.minimum(a + -np.floor(a), below_one).astype(a.dtype)
+
+
+def _dot_int(a, b, c, width, signed_a, signed_b, count):
+    total = c.astype(I64)
+    mask = (1 << width) - 1
+    for k in range(count):
+        x = ((a.astype(U64) >> U64(width * k)) & U64(mask)).astype(I64)
+        y = ((b.astype(U64) >> U64(width * k)) & U64(mask)).astype(I64)
+        if signed_a:
+            x = np.where(x >= 1 << (width - 1), x - (1 << width), x)
+        if signed_b:
+            y = np.where(y >= 1 << (width - 1), y - (1 << width), y)
+        total = total + x * y
+    return total
+
+
+def _dot2_f32_f16(a, b, c):
+    """v_dot2_f32_f16: both f16 products and the f32 addend summed exactly, rounded once (the ISA does not
+    specify the intermediate rounding; products of halves are exact in float64, the sum of three terms is
+    rounded to odd in float64 and then to f32: a correctly rounded result)."""
+    p = [((x >> U32(s)) & U32(0xFFFF)).astype(U16).view(F16).astype(F64) for x in (a.view(U32), b.view(U32))
+         for s in (0, 16)]
+    p0, p1 = p[0] * p[2], p[1] * p[3]
+    s01 = fpmath._round_to_odd_sum(p0, p1)  # exact: both products fit 22 bits
+    return fpmath._round_to_odd_sum(s01, c.astype(F64)).astype(F32)
+
+
+
 VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     # moves and selects
     "v_mov_b32": ("b32", ("b32",), lambda a: a),
@@ -146,6 +242,30 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_maxmin_u32": ("u32", ("u32",) * 3, lambda a, b, c: np.minimum(np.maximum(a, b), c)),
     "v_minmax_u32": ("u32", ("u32",) * 3, lambda a, b, c: np.maximum(np.minimum(a, b), c)),
     "v_perm_b32": ("b32", ("b32",) * 3, _perm_b32),
+    "v_alignbyte_b32": ("b32", ("b32", "b32", "u32"), _alignbyte),
+    "v_cvt_pk_rtz_f16_f32": ("b32", ("f32", "f32"), _f(lambda a, b: _pack16(_f32_to_f16_rtz(a), _f32_to_f16_rtz(b)))),
+    "v_cvt_pk_u16_u32": ("b32", ("u32", "u32"), lambda a, b: _pack16(np.minimum(a, U32(0xFFFF)).astype(U16),
+                                                                     np.minimum(b, U32(0xFFFF)).astype(U16))),
+    "v_cvt_pk_i16_i32": ("b32", ("i32", "i32"), lambda a, b: _pack16(_sat(a, I16), _sat(b, I16))),
+    "v_cvt_i32_i16": ("i32", ("i16",), lambda a: a.astype(I32)),
+    "v_cvt_u32_u16": ("u32", ("u16",), lambda a: a.astype(U32)),
+    "v_mad_u32_u16": ("u32", ("u16", "u16", "u32"), lambda a, b, c: a.astype(U32) * b.astype(U32) + c),
+    "v_mad_i32_i16": ("i32", ("i16", "i16", "i32"), lambda a, b, c: a.astype(I32) * b.astype(I32) + c),
+    "v_sad_u8": ("u32", ("u32",) * 3, _sad_bytes), "v_sad_hi_u8": ("u32", ("u32",) * 3, lambda a, b, c: _sad_bytes(a, b, c, hi=True)),
+    "v_msad_u8": ("u32", ("u32",) * 3, lambda a, b, c: _sad_bytes(a, b, c, masked=True)),
+    "v_sad_u16": ("u32", ("u32",) * 3, _sad_u16),
+    "v_sad_u32": ("u32", ("u32",) * 3, lambda a, b, c: (np.where(a > b, a - b, b - a) + c).astype(U32)),
+    "v_lerp_u8": ("u32", ("u32",) * 3, _lerp_u8),
+    "v_sat_pk_u8_i16": ("u16", ("u32",), lambda a: (_sat((a & U32(0xFFFF)).astype(U16).view(I16), np.uint8).astype(U16)
+                                                      | _sat((a >> U32(16)).astype(U16).view(I16), np.uint8).astype(U16) << U16(8))),
+    "v_cvt_off_f32_i4": ("f32", ("u32",), lambda a: (((a & U32(15)).astype(I32) ^ 8) - 8).astype(F32) / F32(16)),
+    "v_dot4_u32_u8": ("u32", ("u32",) * 3, lambda a, b, c: _dot_int(a, b, c, 8, False, False, 4).astype(U32)),
+    "v_dot8_u32_u4": ("u32", ("u32",) * 3, lambda a, b, c: _dot_int(a, b, c, 4, False, False, 8).astype(U32)),
+    "v_dot2_u32_u16": ("u32", ("u32",) * 3, lambda a, b, c: _dot_int(a, b, c, 16, False, False, 2).astype(U32)),
+    "v_dot2_i32_i16": ("u32", ("u32", "u32", "i32"), lambda a, b, c: _dot_int(a, b, c, 16, True, True, 2).astype(U32)),
+    "v_dot4_i32_i8": ("u32", ("u32", "u32", "i32"), lambda a, b, c: _dot_int(a, b, c, 8, True, True, 4).astype(U32)),
+    "v_dot8_i32_i4": ("u32", ("u32", "u32", "i32"), lambda a, b, c: _dot_int(a, b, c, 4, True, True, 8).astype(U32)),
+    "v_dot2_f32_f16": ("f32", ("f32", "f32", "f32"), _f(_dot2_f32_f16)),
     "v_mul_hi_i32_i24": ("u32", ("i32", "i32"), _mul_hi_i32_i24),
     "v_mov_b64": ("b64", ("b64",), lambda a: a),
     "v_and_b32": ("b32", ("b32", "b32"), np.bitwise_and), "v_or_b32": ("b32", ("b32", "b32"), np.bitwise_or),
@@ -206,7 +326,7 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_cos_f32": ("f32", ("f32",), _f(lambda a: np.cos(a.astype(F64) * 2 * np.pi).astype(F32))),
     "v_floor_f32": ("f32", ("f32",), np.floor), "v_ceil_f32": ("f32", ("f32",), np.ceil),
     "v_trunc_f32": ("f32", ("f32",), np.trunc), "v_rndne_f32": ("f32", ("f32",), np.rint),
-    "v_fract_f32": ("f32", ("f32",), _f(lambda a: np.minimum(a - np.floor(a), F32(0.99999994)))),
+    "v_fract_f32": ("f32", ("f32",), _f(_fract)),
     "v_ldexp_f32": ("f32", ("f32", "i32"), _f(_ldexp)),
     "v_frexp_mant_f32": ("f32", ("f32",), _f(lambda a: np.frexp(a)[0].astype(F32))),
     "v_frexp_exp_i32_f32": ("i32", ("f32",), _f(lambda a: np.frexp(a)[1].astype(I32))),
@@ -237,8 +357,8 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_fmaak_f16": ("f16", ("f16",) * 3, _fma), "v_fmamk_f16": ("f16", ("f16",) * 3, _fma),
     "v_div_fixup_f16": ("f16", ("f16",) * 3, fpmath.div_fixup),
     "v_subrev_nc_u16": ("u16", ("u16", "u16"), lambda a, b: b - a),
-    "v_cvt_f16_f32": ("f16", ("f32",), _f(lambda a: a.astype(F16))),
-    "v_cvt_f32_f16": ("f32", ("f16",), lambda a: a.astype(F32)),
+    "v_cvt_f16_f32": ("f16", ("f32",), _f(fpmath.f32_to_f16)),
+    "v_cvt_f32_f16": ("f32", ("f16",), lambda a: fpmath.quiet(a.astype(F32))),
     "v_add_nc_u16": ("u16", ("u16", "u16"), lambda a, b: a + b),
     "v_sub_nc_u16": ("u16", ("u16", "u16"), lambda a, b: a - b),
     "v_mul_lo_u16": ("u16", ("u16", "u16"), lambda a, b: a * b),
@@ -259,6 +379,11 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_ctz_i32_b32": ("u32", ("u32",), lambda a: _ctz(a, 32)),
     "v_cls_i32": ("u32", ("i32",), lambda a: _cls(a, 32)),
     # more float: rounding and 16/64-bit forms
+    "v_fract_f16": ("f16", ("f16",), _f(_fract)),
+    "v_frexp_mant_f16": ("f16", ("f16",), _f(_frexp_mant)),
+    "v_frexp_exp_i16_f16": ("i16", ("f16",), _f(lambda a: _frexp_exp(a, I16))),
+    "v_sin_f16": ("f16", ("f16",), _f(lambda a: np.sin(a.astype(F64) * 2 * np.pi).astype(F16))),
+    "v_cos_f16": ("f16", ("f16",), _f(lambda a: np.cos(a.astype(F64) * 2 * np.pi).astype(F16))),
     "v_floor_f16": ("f16", ("f16",), np.floor), "v_ceil_f16": ("f16", ("f16",), np.ceil),
     "v_trunc_f16": ("f16", ("f16",), np.trunc), "v_rndne_f16": ("f16", ("f16",), np.rint),
     "v_sqrt_f16": ("f16", ("f16",), _f(np.sqrt)), "v_rcp_f16": ("f16", ("f16",), _f(lambda a: (1 / a).astype(F16))),
@@ -272,7 +397,7 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_rsq_f64": ("f64", ("f64",), _f(lambda a: 1 / np.sqrt(a))),
     "v_floor_f64": ("f64", ("f64",), np.floor), "v_ceil_f64": ("f64", ("f64",), np.ceil),
     "v_trunc_f64": ("f64", ("f64",), np.trunc), "v_rndne_f64": ("f64", ("f64",), np.rint),
-    "v_fract_f64": ("f64", ("f64",), _f(lambda a: np.minimum(a - np.floor(a), F64(0.9999999999999999)))),
+    "v_fract_f64": ("f64", ("f64",), _f(_fract)),
     "v_ldexp_f64": ("f64", ("f64", "i32"), _f(_ldexp)),
     "v_frexp_mant_f64": ("f64", ("f64",), _f(lambda a: np.frexp(a)[0])),
     "v_frexp_exp_i32_f64": ("i32", ("f64",), _f(lambda a: np.frexp(a)[1].astype(I32))),
@@ -282,25 +407,14 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_add_f64": ("f64", ("f64", "f64"), _f(lambda a, b: a + b)),
     "v_mul_f64": ("f64", ("f64", "f64"), _f(lambda a, b: a * b)),
     "v_fma_f64": ("f64", ("f64",) * 3, _fma), "v_fmac_f64": ("f64", ("f64",) * 3, _fma),
-    "v_cvt_f64_f32": ("f64", ("f32",), lambda a: a.astype(F64)),
-    "v_cvt_f32_f64": ("f32", ("f64",), _f(lambda a: a.astype(F32))),
+    "v_cvt_f64_f32": ("f64", ("f32",), lambda a: fpmath.quiet(a.astype(F64))),
+    "v_cvt_f32_f64": ("f32", ("f64",), _f(lambda a: fpmath.quiet(a.astype(F32)))),
     "v_cvt_f64_i32": ("f64", ("i32",), lambda a: a.astype(F64)),
     "v_cvt_f64_u32": ("f64", ("u32",), lambda a: a.astype(F64)),
     "v_cvt_i32_f64": ("i32", ("f64",), lambda a: _cvt_f32_to_int(a, I32)),
 }
 
 
-# the same operations outside IEEE mode (RSRC1.IEEE_MODE = 0): signalling NaNs are not quieted
-_NO_IEEE = {"vmin": lambda a, b: vmin(a, b, False), "vmax": lambda a, b: vmax(a, b, False)}
-IEEE_SENSITIVE = {}
-for _t in ("f16", "f32", "f64"):
-    IEEE_SENSITIVE.update({
-        f"v_min_{_t}": _NO_IEEE["vmin"], f"v_max_{_t}": _NO_IEEE["vmax"],
-        f"v_min3_{_t}": lambda a, b, c: vmin3(a, b, c, False), f"v_max3_{_t}": lambda a, b, c: vmax3(a, b, c, False),
-        f"v_med3_{_t}": lambda a, b, c: vmed3(a, b, c, False),
-        f"v_maxmin_{_t}": lambda a, b, c: vmin(vmax(a, b, False), c, False),
-        f"v_minmax_{_t}": lambda a, b, c: vmax(vmin(a, b, False), c, False)})
-IEEE_SENSITIVE = {k: v for k, v in IEEE_SENSITIVE.items() if k in VALU}
 
 
 def _bitrev32(a):
@@ -335,6 +449,7 @@ _CMP = {
     "f": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool), "t": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
     "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater, "ne": np.not_equal,
     "lg": lambda a, b: (a < b) | (a > b), "ge": np.greater_equal,
+    "tru": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),  # GFX9 spelling of "t"
     "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)), "u": lambda a, b: np.isnan(a) | np.isnan(b),
     "nge": lambda a, b: ~(a >= b), "nlg": lambda a, b: ~((a < b) | (a > b)), "ngt": lambda a, b: ~(a > b),
     "nle": lambda a, b: ~(a <= b), "neq": lambda a, b: ~(a == b), "nlt": lambda a, b: ~(a < b),
@@ -384,16 +499,22 @@ def _ssub_i32(a, b):
 
 
 def _bfe_s(x, spec, signed, bits):
-    off = spec & (U32(31) if bits == 32 else U32(63))
-    width = (spec >> U32(16)) & U32(0x7F)
-    dt = U64
-    xv = x.astype(dt)
-    mask = np.where(width >= bits, ~dt(0), (dt(1) << width.astype(dt)) - dt(1))
-    u = (xv >> off.astype(dt)) & mask
+    """s_bfe_*: S1[4:0] (or [5:0]) offset, S1[22:16] width; the signed forms shift arithmetically first and
+    sign-extend the field; SCC = result != 0."""
+    off = (spec & (U32(31) if bits == 32 else U32(63))).astype(np.int64)
+    width = ((spec >> U32(16)) & U32(0x7F)).astype(np.int64)
     if signed:
-        sign = dt(1) << np.maximum(width.astype(np.int64) - 1, 0).astype(dt)
-        u = np.where(width == 0, dt(0), (u ^ sign) - sign)
-    r = u.astype(U32 if bits == 32 else U64)
+        v = (x.astype(U32).view(I32).astype(np.int64) if bits == 32 else x.astype(U64).view(I64)) >> off
+        keep = width >= bits
+        w = np.where(keep, 1, width)
+        field = v & ((np.int64(1) << w) - 1) if bits == 32 else np.where(keep, v, v & ((np.int64(1) << np.minimum(w, 63)) - 1))
+        sign = np.int64(1) << (w - 1)
+        r = np.where(keep, v, np.where(width == 0, 0, (field ^ sign) - sign))
+        r = (r & 0xFFFFFFFF).astype(U32) if bits == 32 else r.astype(I64).view(U64)
+    else:
+        xv = x.astype(U64)
+        mask = np.where(width >= bits, ~U64(0), (U64(1) << width.astype(U64)) - U64(1))
+        r = ((xv >> off.astype(U64)) & mask).astype(U32 if bits == 32 else U64)
     return r, r != 0
 
 
@@ -434,7 +555,9 @@ SALU2 = {  # two sources
     "s_pack_ll_b32_b16": lambda a, b: ((a & U32(0xFFFF)) | (b << U32(16)), None),
     "s_pack_lh_b32_b16": lambda a, b: ((a & U32(0xFFFF)) | (b & U32(0xFFFF0000)), None),
     "s_pack_hh_b32_b16": lambda a, b: ((a >> U32(16)) | (b & U32(0xFFFF0000)), None),
-    "s_absdiff_i32": lambda a, b: ((r := np.abs(_s32(a).astype(I64) - _s32(b)).astype(U32)), r != 0),
+    "s_pack_hl_b32_b16": lambda a, b: ((a >> U32(16)) | (b << U32(16)), None),
+    "s_bfm_b64": lambda a, b: (((U64(1) << (a & U32(63)).astype(U64)) - U64(1)) << (b & U32(63)).astype(U64), None),
+    "s_absdiff_i32": lambda a, b: ((r := _absdiff32(a, b)), r != 0),
 }
 
 SALU_CARRY = {"s_addc_u32": lambda a, b, c: _add_co(a, b, c), "s_subb_u32": lambda a, b, c: _sub_co(a, b, c)}
@@ -443,6 +566,11 @@ SALU1 = {  # one source
     "s_mov_b32": lambda a: (a, None), "s_mov_b64": lambda a: (a, None),
     "s_not_b32": lambda a: (~a, _nz(~a)), "s_not_b64": lambda a: (~a, _nz(~a)),
     "s_brev_b32": lambda a: (_bitrev32(a), None),
+    "s_bcnt0_i32_b64": lambda a: ((r := (64 - np.bitwise_count(a)).astype(U32)), r != 0),
+    "s_ff0_i32_b32": lambda a: (_ctz(~a.astype(U32), 32), None), "s_ff0_i32_b64": lambda a: (_ctz(~a.astype(U64), 64), None),
+    "s_bitreplicate_b64_b32": lambda a: (_bitreplicate(a), None),
+    "s_quadmask_b32": lambda a: ((r := _quadmask(a, 8)), r != 0), "s_quadmask_b64": lambda a: ((r := _quadmask(a, 16)), r != 0),
+    "s_wqm_b32": lambda a: ((r := _wqm(a, 32)), r != 0), "s_wqm_b64": lambda a: ((r := _wqm(a, 64)), r != 0),
     "s_brev_b64": lambda a: (_bitrev32((a >> U64(32)).astype(U32)).astype(U64)
                              | _bitrev32((a & U64(0xFFFFFFFF)).astype(U32)).astype(U64) << U64(32), None),
     "s_cls_i32": lambda a: (_cls(a, 32), None), "s_cls_i32_i64": lambda a: (_cls(a, 64), None),
@@ -457,6 +585,41 @@ SALU1 = {  # one source
 }
 
 
+def _absdiff32(a, b):
+    """s_absdiff_i32: S0 - S1 wrapped to 32 bits, then its absolute value (abs(INT_MIN) stays INT_MIN)."""
+    d = (a.astype(U32) - b.astype(U32)).view(I32)
+    with np.errstate(over="ignore"):
+        return np.where(d < 0, -d.astype(I64), d.astype(I64)).astype(np.int64).astype(U32)
+
+
+def _bitreplicate(a):
+    """s_bitreplicate_b64_b32: each bit of the 32-bit source doubled into two adjacent result bits."""
+    a = a.astype(U64)
+    out = np.zeros(a.shape, U64)
+    for i in range(32):
+        bit = (a >> U64(i)) & U64(1)
+        out |= (bit | bit << U64(1)) << U64(2 * i)
+    return out
+
+
+def _quadmask(a, quads):
+    """s_quadmask: result bit i = any of source bits 4i..4i+3."""
+    a = a.astype(U64)
+    out = np.zeros(a.shape, U64)
+    for i in range(quads):
+        out |= (((a >> U64(4 * i)) & U64(15)) != 0).astype(U64) << U64(i)
+    return out.astype(U32 if quads == 8 else U64)
+
+
+def _wqm(a, bits):
+    """s_wqm: each 4-bit group of the result is all ones where the source group has any bit set."""
+    a = a.astype(U64)
+    out = np.zeros(a.shape, U64)
+    for i in range(bits // 4):
+        out |= np.where(((a >> U64(4 * i)) & U64(15)) != 0, U64(15), U64(0)) << U64(4 * i)
+    return out.astype(U32 if bits == 32 else U64)
+
+
 def _ctz(a, bits):
     a = a.astype(U64)
     low = a & (~a + U64(1))
@@ -465,9 +628,14 @@ def _ctz(a, bits):
 
 
 def _clz(a, bits):
+    """Leading zeros (0xFFFFFFFF for 0). The bit position comes from float64 log2 of 32-bit halves, exact for
+    values below 2^32 (a 64-bit value's log2 in float64 can round up to the next power of two)."""
     a = a.astype(U64)
-    hi = np.floor(np.log2(np.where(a == 0, 1, a).astype(F64))).astype(np.int64)
-    return np.where(a == 0, U32(0xFFFFFFFF), (bits - 1 - hi).astype(U32))
+    hi, lo = (a >> U64(32)).astype(F64), (a & U64(0xFFFFFFFF)).astype(F64)
+    top_hi = np.floor(np.log2(np.where(hi == 0, 1, hi))).astype(np.int64) + 32
+    top_lo = np.floor(np.log2(np.where(lo == 0, 1, lo))).astype(np.int64)
+    top = np.where(hi != 0, top_hi, top_lo)
+    return np.where(a == 0, U32(0xFFFFFFFF), (bits - 1 - top).astype(U32))
 
 
 # saveexec family: (new exec from (src, exec)), the old exec goes to sdst, SCC = new exec != 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from . import coverage
 from .decoder import Instr
 from .gfx9_names import gfx11_name
 from .disasm import format_instr
@@ -43,6 +44,7 @@ def compile_instr(instr: Instr, ctx: Context) -> Run:
     if compiler is None:
         raise ctx.unsupported(instr, f"the {instr.family} format is not executed by the compute shader core")
     run = compiler(instr, ctx)
+    coverage.note(ctx.arch, instr.family, instr.mnemonic)
     run.text = format_instr(instr)  # for fault reports
     return run
 

@@ -49,6 +49,16 @@ def quiet(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), b | _UINT[n](_QUIET[n]), b).view(x.dtype)
 
 
+def f32_to_f16(x: np.ndarray) -> np.ndarray:
+    """f32 -> f16 rounded to nearest even; a NaN keeps its sign and top payload bits and comes out quiet."""
+    x = np.asarray(x, F32)
+    with np.errstate(all="ignore"):
+        r = x.astype(F16)
+    b = x.view(np.uint32)
+    nan16 = ((b >> np.uint32(16)) & np.uint32(0x8000)) | np.uint32(0x7E00) | ((b >> np.uint32(13)) & np.uint32(0x3FF))
+    return np.where(np.isnan(x), nan16.astype(np.uint16), r.view(np.uint16)).view(F16)
+
+
 def is_denormal(x: np.ndarray) -> np.ndarray:
     return (x != 0) & (exponent(x) == 0)
 
@@ -157,43 +167,72 @@ def fma_exact(a: float, b: float, c: float, scale: int = 0) -> float:
 # IEEE-mode min/max (v_min_*, v_max_*, and the 3-input forms built from them)
 
 
-def vmin(a: np.ndarray, b: np.ndarray, ieee: bool = True) -> np.ndarray:
+def vmin(a: np.ndarray, b: np.ndarray, ieee: bool = True, rdna: bool = False) -> np.ndarray:
     """v_min_f*: a signalling NaN (IEEE mode) returns that NaN quieted; else a NaN operand yields the other
-    operand; -0 orders below +0."""
-    return _minmax(a, b, ieee, lambda x, y: (x < y) | ((x == y) & np.signbit(x)))
+    operand; -0 orders below +0. With two quiet NaNs, CDNA returns S1 and RDNA S0 (`rdna`: the RDNA3.5
+    guide tests isQuietNAN(S1) first; the CDNA3 guide tests isNAN(S0) first)."""
+    return _minmax(a, b, ieee, rdna, lambda x, y: (x < y) | ((x == y) & np.signbit(x)))
 
 
-def vmax(a: np.ndarray, b: np.ndarray, ieee: bool = True) -> np.ndarray:
-    return _minmax(a, b, ieee, lambda x, y: (x > y) | ((x == y) & ~np.signbit(x)))
+def vmax(a: np.ndarray, b: np.ndarray, ieee: bool = True, rdna: bool = False) -> np.ndarray:
+    return _minmax(a, b, ieee, rdna, lambda x, y: (x > y) | ((x == y) & ~np.signbit(x)))
 
 
-def _minmax(a, b, ieee, first_wins):
+def _minmax(a, b, ieee, rdna, first_wins):
     a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
     with np.errstate(invalid="ignore"):
         out = np.where(first_wins(a, b), a, b)
-    out = np.where(np.isnan(b), a, out)
-    out = np.where(np.isnan(a), b, out)
+    if rdna:  # the check applied last decides when both are NaN
+        out = np.where(np.isnan(a), b, out)
+        out = np.where(np.isnan(b), a, out)
+    else:
+        out = np.where(np.isnan(b), a, out)
+        out = np.where(np.isnan(a), b, out)
     if ieee:
         out = np.where(is_snan(b), quiet(b), out)
         out = np.where(is_snan(a), quiet(a), out)
     return out.astype(a.dtype, copy=False)
 
 
-def vmin3(a, b, c, ieee: bool = True):
-    return vmin(vmin(a, b, ieee), c, ieee)
+def vmin3(a, b, c, ieee: bool = True, rdna: bool = False):
+    return vmin(vmin(a, b, ieee, rdna), c, ieee, rdna)
 
 
-def vmax3(a, b, c, ieee: bool = True):
-    return vmax(vmax(a, b, ieee), c, ieee)
+def vmax3(a, b, c, ieee: bool = True, rdna: bool = False):
+    return vmax(vmax(a, b, ieee, rdna), c, ieee, rdna)
 
 
-def vmed3(a, b, c, ieee: bool = True):
+def vmed3(a, b, c, ieee: bool = True, rdna: bool = False):
     """v_med3_f*: with any NaN operand the result is v_min3; else the median (ISA pseudocode)."""
     a, b, c = np.broadcast_arrays(np.asarray(a), np.asarray(b), np.asarray(c))
-    mx = vmax3(a, b, c, ieee)
-    med = np.where(_same(mx, a), vmax(b, c, ieee), np.where(_same(mx, b), vmax(a, c, ieee), vmax(a, b, ieee)))
+    mx = vmax3(a, b, c, ieee, rdna)
+    med = np.where(_same(mx, a), vmax(b, c, ieee, rdna),
+                   np.where(_same(mx, b), vmax(a, c, ieee, rdna), vmax(a, b, ieee, rdna)))
     nan = np.isnan(a) | np.isnan(b) | np.isnan(c)
-    return np.where(nan, vmin3(a, b, c, ieee), med).astype(a.dtype, copy=False)
+    return np.where(nan, vmin3(a, b, c, ieee, rdna), med).astype(a.dtype, copy=False)
+
+
+def minmax_family(name: str, ieee: bool, rdna: bool):
+    """The function of a float min/max-family mnemonic (v_min/max/min3/max3/med3/maxmin/minmax_f16/f32/f64,
+    v_pk_min/max_f16) for the wave's IEEE mode and the architecture's NaN order; None for other names."""
+    base = name[2:].rsplit("_", 1)[0].replace("pk_", "")
+    typ = name.rsplit("_", 1)[-1]
+    if typ not in ("f16", "f32", "f64"):
+        return None
+    rdna = rdna and typ != "f64"  # the RDNA3.5 guide keeps the CDNA order for the f64 forms
+    two = {"min": vmin, "max": vmax}
+    three = {"min3": vmin3, "max3": vmax3, "med3": vmed3}
+    if base in two:
+        op = two[base]
+        return lambda x, y: op(x, y, ieee, rdna)
+    if base in three:
+        op3 = three[base]
+        return lambda x, y, z: op3(x, y, z, ieee, rdna)
+    if base == "maxmin":
+        return lambda x, y, z: vmin(vmax(x, y, ieee, rdna), z, ieee, rdna)
+    if base == "minmax":
+        return lambda x, y, z: vmax(vmin(x, y, ieee, rdna), z, ieee, rdna)
+    return None
 
 
 def _same(x, y):
@@ -288,8 +327,9 @@ def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
         out = np.where(sign, -np.abs(q), np.abs(q)).astype(dt)
         out = np.where(np.isnan(q), inf, out)  # the macro's estimate overflowed on valid operands
         mant, bias = _MANT[nb], {2: 15, 4: 127, 8: 1023}[nb]
-        underflow = (exponent(n) - exponent(d)) < -(bias + mant + 1)
-        out = np.where(underflow, zero, out)
+        if nb != 2:  # the f16 form has no underflow rule
+            underflow = (exponent(n) - exponent(d)) < -(bias + mant + 1)
+            out = np.where(underflow, zero, out)
         out = np.where((np.abs(d) == np.inf) | (n == 0), zero, out)
         out = np.where((d == 0) | (np.abs(n) == np.inf), inf, out)
         out = np.where((np.abs(d) == np.inf) & (np.abs(n) == np.inf), default_nan, out)

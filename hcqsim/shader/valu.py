@@ -87,8 +87,9 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
         if name not in SATURATING:
             raise ctx.unsupported(instr, "integer clamp on an operation without a saturating form")
         saturate = _saturator(out_t)
-    if not ctx.ieee and name in alu.IEEE_SENSITIVE:
-        fn = alu.IEEE_SENSITIVE[name]
+    variant = fpmath.minmax_family(name, ctx.ieee, ctx.true16)  # IEEE mode and the RDNA / CDNA NaN order
+    if variant is not None:
+        fn = variant
     dt = DTYPES[out_t]
     step = _advance(instr.size)
     gather = _with_dpp(plan, readers, lambda W, w: W.exec_lanes(w))
@@ -353,9 +354,13 @@ def _compile_mad64(instr: Instr, ctx: Context) -> Run:
     def run(W, w):
         lanes = W.exec_lanes(w)
         a, b, c = ra(W, w), rb(W, w), rc(W, w)
-        if signed:  # the 64-bit sum wraps; the carry-out of the signed form is not modelled (always 0)
-            value = np.asarray(a.astype(np.int64) * b.astype(np.int64) + c).view(U64)
-            carry = np.zeros(lanes.shape, bool)
+        if signed:  # { D1, D0 } = 65-bit signed sum: D1 is its bit 64, i.e. the sign of the exact sum
+            prod = a.astype(np.int64) * b.astype(np.int64)  # exact: |a*b| <= 2^62
+            with np.errstate(over="ignore"):
+                total = prod + c
+            overflow = (np.signbit(prod) == np.signbit(c)) & (np.signbit(total) != np.signbit(c))
+            value = np.asarray(total).view(U64)
+            carry = np.broadcast_to(np.where(overflow, np.signbit(c), np.signbit(total)), lanes.shape)
         else:
             prod = a.astype(U64) * b.astype(U64)
             value = prod + c
@@ -542,6 +547,7 @@ def compile_vopd(instr: Instr, ctx: Context) -> Run:
         if name not in alu.VALU:
             raise ctx.unsupported(instr, f"VOPD half {name} not implemented")
         out_t, in_ts, fn = alu.VALU[name]
+        fn = fpmath.minmax_family(name, ctx.ieee, ctx.true16) or fn
         codes = {"v_fmac_f32": [src0, vsrc1 + 256, vdst + 256], "v_fmaak_f32": [src0, vsrc1 + 256, fm.LITERAL],
                  "v_fmamk_f32": [src0, fm.LITERAL, vsrc1 + 256]}.get(name, [src0, vsrc1 + 256])
         readers = []
@@ -597,8 +603,8 @@ def compile_vop3p(instr: Instr, ctx: Context) -> Run:
     is_float = typ == "f16"
     if not is_float and (neg_lo | neg_hi) & ((1 << nsrc) - 1):
         raise ctx.unsupported(instr, "neg_lo/neg_hi on integer packed sources")
-    if not ctx.ieee and name in ("v_pk_min_f16", "v_pk_max_f16"):
-        fn = (lambda a, b: fpmath.vmin(a, b, False)) if name == "v_pk_min_f16" else (lambda a, b: fpmath.vmax(a, b, False))
+    if name in ("v_pk_min_f16", "v_pk_max_f16"):
+        fn = fpmath.minmax_family(name, ctx.ieee, ctx.true16)
     halves = []
     for i in range(nsrc):
         code = f[f"src{i}"]
