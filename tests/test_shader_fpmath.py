@@ -178,6 +178,15 @@ def test_the_division_macro_built_from_the_helpers_is_correctly_rounded(dt):
                            for i in bad[:5]]
 
 
+@pytest.mark.parametrize("n, d", [(8.0, 3.4028234663852886e38), (1.0, 3.4028234663852886e38),
+                                  (2.0, 2.0 ** 127), (3.0, 2.0 ** 126 * 1.5)])
+def test_the_division_macro_is_exact_for_huge_denominators(n, d):
+    """8 / FLT_MAX: 1/d is an f32 denormal, so both operands are scaled down first (found by the IR fuzzer)."""
+    num, den = np.array([n], np.float32), np.array([d], np.float32)
+    got = division_macro(num, den)
+    assert bits(got)[0] == bits((num.astype(np.float64) / den).astype(np.float32))[0]
+
+
 def test_div_fixup_keeps_the_sign_of_a_zero_quotient():
     q = np.array([0.0, 0.0], np.float32)
     d = np.array([-3.0, 3.0], np.float32)

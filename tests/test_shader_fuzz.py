@@ -6,8 +6,9 @@ minnum of +0/-0) every allowed answer is accepted.
 
 Profiles:
 * default (`python3 -m pytest -q -n 2`): a few examples per target, opt level and operation family,
-  derandomized. While the shader core has known bugs these are expected failures unless
-  `HCQSIM_FUZZ_STRICT` is set: `1`/`all`, or a comma list of families (`int,float,convert,control,vector`).
+  derandomized, strict. `HCQSIM_FUZZ_STRICT=0` turns them into expected failures (or a comma list of the
+  families that stay strict: `int,float,convert,control,vector`). Known LLVM miscompiles
+  (`ir_fuzz.run.KNOWN_LLVM_BUGS`) are reported as such, not as emulator failures.
 * slow (`python3 -m pytest -m slow tests/test_shader_fuzz.py`): `HCQSIM_FUZZ_EXAMPLES` programs (default
   10000) per target and opt level over the whole grammar, strict, shrinking to a minimal program.
 * campaign (`python3 -m tests.ir_fuzz.campaign --target gfx1100 gfx942 --opt 0 2 -n 500 -j 2`): every
@@ -47,16 +48,18 @@ FAMILIES = {
     "control": ("if", "loop", "readfirstlane", "readlane", "ballot", "mbcnt", "select", "icmp", "add", "fadd",
                 "fmul", "xor"),
 }
-DEFAULT_EXAMPLES = 10
+DEFAULT_EXAMPLES = 20
 
 
 def _strict(family: str) -> bool:
-    flag = os.environ.get("HCQSIM_FUZZ_STRICT", "")
+    """Strict by default: a wrong value or an unimplemented instruction fails. HCQSIM_FUZZ_STRICT=0 (or a
+    comma list of the families that stay strict) relaxes the others to expected failures while the shader
+    core is being changed."""
+    flag = os.environ.get("HCQSIM_FUZZ_STRICT", "1")
     return flag in ("1", "all") or family in flag.split(",")
 
 
-KNOWN_BUGS = ("the shader core has known wrong results and unimplemented instructions (issue 11); "
-              "set HCQSIM_FUZZ_STRICT=1 to make this fail")
+KNOWN_BUGS = "relaxed by HCQSIM_FUZZ_STRICT (see the module docstring)"
 
 
 def _cases(opts):
@@ -69,7 +72,7 @@ def _cases(opts):
 
 def _run_and_assert(prog: Program, target: str, opt: int, seed: int) -> None:
     out = check(prog, target, opt, seed)
-    assert out.kind == "ok", f"{out.kind}: {out.message}"
+    assert out.kind in ("ok", "llvm_bug"), f"{out.kind}: {out.message}"
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -247,6 +247,8 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_cvt_pk_u16_u32": ("b32", ("u32", "u32"), lambda a, b: _pack16(np.minimum(a, U32(0xFFFF)).astype(U16),
                                                                      np.minimum(b, U32(0xFFFF)).astype(U16))),
     "v_cvt_pk_i16_i32": ("b32", ("i32", "i32"), lambda a, b: _pack16(_sat(a, I16), _sat(b, I16))),
+    "v_cvt_pk_u16_f32": ("b32", ("f32", "f32"), lambda a, b: _pack16(_cvt_f32_to_int(a, U16), _cvt_f32_to_int(b, U16))),
+    "v_cvt_pk_i16_f32": ("b32", ("f32", "f32"), lambda a, b: _pack16(_cvt_f32_to_int(a, I16), _cvt_f32_to_int(b, I16))),
     "v_cvt_i32_i16": ("i32", ("i16",), lambda a: a.astype(I32)),
     "v_cvt_u32_u16": ("u32", ("u16",), lambda a: a.astype(U32)),
     "v_mad_u32_u16": ("u32", ("u16", "u16", "u32"), lambda a, b, c: a.astype(U32) * b.astype(U32) + c),

@@ -249,7 +249,8 @@ def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarra
     The ISA pseudocode, with its "== DENORM" tests read as "is denormal". One branch is corrected so that
     the division macro stays exact: when the denominator is huge (1/S1 denormal) *and* the quotient would be
     denormal, the pseudocode scales the denominator up by 2^64 (which would overflow it); the denominator is
-    scaled down instead, matching the post-scale direction of v_div_fmas (docs/shader_semantics.md)."""
+    scaled down instead, matching the post-scale direction of v_div_fmas. For f32, "1/S1 is denormal" is
+    tested against the f32 range (docs/shader_semantics.md)."""
     s0, s1, s2 = np.broadcast_arrays(*(np.asarray(v) for v in (s0, s1, s2)))
     dt = s0.dtype
     wide = dt == F64
@@ -258,8 +259,10 @@ def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarra
     vcc = np.zeros(d.shape, bool)
     with np.errstate(all="ignore"):
         e1, e2 = exponent(s1), exponent(s2)
-        recip = (1.0 / s1.astype(F64))
-        recip_denorm = is_denormal(recip.astype(F64)) if wide else is_denormal(recip)  # 1/S1 as f64
+        recip = 1.0 / s1.astype(F64)
+        # "1/S1 == DENORM": for f32 the pseudocode computes 1/S1 in f64, where it is never denormal; what
+        # keeps the macro exact (v_rcp's result must be a normal f32) is the f32 range: |1/S1| < 2^-126
+        recip_denorm = is_denormal(recip) if wide else (recip != 0) & (np.abs(recip) < F64(2.0) ** -126)
         quot_denorm = is_denormal((s2 / s1).astype(dt))
         up, down = np.ldexp(s0, k).astype(dt), np.ldexp(s0, -k).astype(dt)
     done = np.zeros(d.shape, bool)

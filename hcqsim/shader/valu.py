@@ -595,6 +595,8 @@ def compile_vop3p(instr: Instr, ctx: Context) -> Run:
         return matrix.compile_matrix(instr, ctx)
     if name in _FMA_MIX:
         return _compile_fma_mix(instr, ctx)
+    if name in _PACKED_F32:
+        return _compile_packed_f32(instr, ctx)
     if name not in _PACKED:
         raise ctx.unsupported(instr, "VOP3P operation not implemented")
     typ, nsrc, fn = _PACKED[name]
@@ -608,10 +610,11 @@ def compile_vop3p(instr: Instr, ctx: Context) -> Run:
     halves = []
     for i in range(nsrc):
         code = f[f"src{i}"]
-        lo = vsrc(ctx, instr, code, typ, hi=bool(opsel >> i & 1))
-        hi = vsrc(ctx, instr, code, typ, hi=bool(opsel_hi >> i & 1))
-        if fm.is_inline_constant(code):  # an inline constant feeds both halves
-            hi = lo
+        if fm.is_inline_constant(code):
+            lo, hi = (_packed_constant(code, is_float, typ, bool(sel >> i & 1)) for sel in (opsel, opsel_hi))
+        else:
+            lo = vsrc(ctx, instr, code, typ, hi=bool(opsel >> i & 1))
+            hi = vsrc(ctx, instr, code, typ, hi=bool(opsel_hi >> i & 1))
         halves.append((_modifiers(lo, typ, False, is_float and bool(neg_lo >> i & 1)),
                        _modifiers(hi, typ, False, is_float and bool(neg_hi >> i & 1))))
     dst = f["vdst"]
@@ -640,6 +643,84 @@ def compile_vop3p(instr: Instr, ctx: Context) -> Run:
         W.v[w, dst] = np.where(lanes, bits, W.v[w, dst])
         step(W, w)
     return run
+
+
+_PACKED_F32 = {  # gfx90a+ two-lane f32 math on register pairs -> (number of sources, function)
+    "v_pk_add_f32": (2, lambda a, b: a + b), "v_pk_mul_f32": (2, lambda a, b: a * b), "v_pk_fma_f32": (3, fpmath.fma),
+    "v_pk_mov_b32": (2, None),
+}
+
+
+def _dword_of(ctx: Context, instr: Instr, code: int, k: int):
+    """Dword k (0 or 1) of a 64-bit packed source: a VGPR or SGPR pair, or an inline constant's 32-bit value
+    (LLVM selects only its dword 0: `1.0 op_sel_hi:[..,0]` for a splat); its dword 1 is refused."""
+    if fm.is_inline_constant(code):
+        if k:
+            raise ctx.unsupported(instr, "op_sel picks the high dword of an inline constant (not documented)")
+        value = U32(fm.inline_bits(code, 32, True))
+        return lambda W, w: value
+    if code >= fm.VGPR_BASE:
+        r = code - fm.VGPR_BASE
+        if r + 2 > ctx.vgprs:
+            raise ctx.unsupported(instr, f"reads v[{r}:{r + 1}], beyond the {ctx.vgprs} VGPRs the kernel allocated")
+        return lambda W, w: W.v[w, r + k]
+    if code < 128:
+        return lambda W, w: W.s[w, code + k][:, None]
+    raise ctx.unsupported(instr, f"operand {code} of a packed f32 instruction")
+
+
+def _compile_packed_f32(instr: Instr, ctx: Context) -> Run:
+    """v_pk_add/mul/fma_f32, v_pk_mov_b32 (gfx942): the low result dword from the source dwords OPSEL picks,
+    the high one from those OPSEL_HI picks; NEG_LO / NEG_HI negate the float sources of each half."""
+    f, name = instr.fields, instr.mnemonic
+    nsrc, fn = _PACKED_F32[name]
+    opsel, opsel_hi = f["opsel"], f["opsel_hi"] | f["opsel_hi2"] << 2
+    dst = f["vdst"]
+    if dst + 2 > ctx.vgprs:
+        raise ctx.unsupported(instr, f"writes v[{dst}:{dst + 1}], beyond the {ctx.vgprs} VGPRs the kernel allocated")
+    step = _advance(instr.size)
+    if fn is None:  # v_pk_mov_b32: D.lo = S0 dword OPSEL[0], D.hi = S1 dword OPSEL[1]
+        lo = _dword_of(ctx, instr, f["src0"], opsel & 1)
+        hi = _dword_of(ctx, instr, f["src1"], opsel >> 1 & 1)
+
+        def move(W, w):
+            lanes = W.exec_lanes(w)
+            a, b = np.broadcast_to(lo(W, w), lanes.shape), np.broadcast_to(hi(W, w), lanes.shape)
+            W.v[w, dst] = np.where(lanes, a, W.v[w, dst])
+            W.v[w, dst + 1] = np.where(lanes, b, W.v[w, dst + 1])
+            step(W, w)
+        return move
+    halves = []
+    for sel, neg in ((opsel, f["neg"]), (opsel_hi, f["neg_hi"])):
+        readers = []
+        for i in range(nsrc):
+            r = _dword_of(ctx, instr, f[f"src{i}"], sel >> i & 1)
+            readers.append(_modifiers(lambda W, w, r=r: np.asarray(r(W, w)).view(F32), "f32", False, bool(neg >> i & 1)))
+        halves.append(readers)
+    post = _float_post("f32", f["clamp"], 0, ctx.dx10_clamp)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        out = []
+        for readers in halves:
+            with np.errstate(all="ignore"):
+                value = np.asarray(fn(*[np.broadcast_to(r(W, w), lanes.shape) for r in readers])).astype(F32)
+            out.append((post(value) if post else value).view(U32))
+        W.v[w, dst] = np.where(lanes, out[0], W.v[w, dst])
+        W.v[w, dst + 1] = np.where(lanes, out[1], W.v[w, dst + 1])
+        step(W, w)
+    return run
+
+
+def _packed_constant(code: int, is_float: bool, typ: str, high: bool):
+    """One half of a packed instruction's inline constant. The constant is a 32-bit value (LLVM's
+    getInlineEncodingV216 documents the hardware): integers sign-extended to 32 bits, floats as the f16 value
+    in the low half and 0 above for f16 instructions, as the f32 value for 16-bit integer instructions; op_sel
+    / op_sel_hi pick a half of that."""
+    value = fm.inline_int(code)
+    value = value & 0xFFFFFFFF if value is not None else fm.inline_bits(code, 16 if is_float else 32, True)
+    half = np.array((value >> 16 if high else value) & 0xFFFF, U16).view(DTYPES[typ])[()]
+    return lambda W, w: half
 
 
 def _compile_fma_mix(instr: Instr, ctx: Context) -> Run:
