@@ -21,12 +21,16 @@ import numpy as np
 from .engines.command_processor import PM4Queue
 from .engines.queue import EngineQueue, Stream
 from .engines.sdma_engine import SDMAEngine, SDMAQueue
-from .errors import BlockedQueue, DeadlockError, EngineError, Fault, QueueError, RunawayError, VMFaultError, gpu_label
+from .errors import BlockedQueue, DeadlockError, EngineError, Fault, QueueError, VMFaultError, gpu_label
 from .fields import PacketFormat
 from .memory import PAGE_SIZE, AddressSpace, VaWindow, host_view, page_align
 from .targets import Target, get_target
 
 _HEADER_NOISE = ("type", "opcode", "op")
+# The runaway bound: packets executed plus waves launched by one queue in one progress point. Past it the
+# queue faults (kind "runaway") and the others go on. ~1-3 s of emulation; the longest legitimate stream a
+# 64 KiB ring holds without IBs is 16K packets.
+MAX_PACKETS_PER_RUN = 1_000_000
 _HEX = re.compile(r"0x([0-9a-fA-F]+)")  # addresses in messages are canonicalised in traces
 
 
@@ -154,7 +158,7 @@ class EmulatedGPU:
 
     def __init__(self, target: str = "gfx1100", seed: int = 0, *, policy="run_to_block",
                  window: VaWindow | None = None, index: int = 0, gpu_id: int | None = None, autorun: bool = True,
-                 trace_limit: int = 200_000, interrupt_limit: int = 200_000, max_packets_per_run: int = 50_000_000,
+                 trace_limit: int = 200_000, interrupt_limit: int = 200_000, max_packets_per_run: int = MAX_PACKETS_PER_RUN,
                  cost: CostModel = CostModel(), shader: bool = True):
         self.target: Target = get_target(target)
         self.seed, self.index, self.gpu_id, self.autorun = seed, index, gpu_id, autorun
@@ -274,17 +278,22 @@ class EmulatedGPU:
             return 0
         self._running = True
         executed = 0
+        bound = self.max_packets_per_run
+        used: dict[EngineQueue, int] = {}  # packets + waves per queue in this progress point
         try:
             while condition is None or not condition():
                 ready = [q for q in self.queues if q.ready()]
                 if not ready:
                     break
                 q, budget = self.policy.choose(ready)
-                executed += self._advance(q, min(budget, self.max_packets_per_run - executed + 1))
-                if executed > self.max_packets_per_run:
-                    raise RunawayError(f"{self.label}: more than {self.max_packets_per_run} packets in one "
-                                       f"progress point (an IB chain that loops?); queues: "
-                                       + "; ".join(q.status() for q in self.queues))
+                before = used.get(q, 0)
+                q.wave_budget = bound - before  # a dispatch checks it between wave batches
+                waves = q.waves
+                n = self._advance(q, min(budget, bound - before))
+                executed += n
+                used[q] = total = before + n + q.waves - waves
+                if total >= bound and q.ready():  # past the bound with work left: this queue alone stops
+                    self._record_fault(q, q.runaway(bound))
         finally:
             self._running = False
         return executed

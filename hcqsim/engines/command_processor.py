@@ -160,6 +160,7 @@ class PM4Queue(EngineQueue):
         self.stall(stream, pos, read, func, ref, mask, addr)
 
     def _execINDIRECT_BUFFER(self, stream, pos, v):
+        self.last_jump = (stream, pos)  # named by a runaway report
         if not v["valid"]:
             raise DecodeError("INDIRECT_BUFFER with VALID = 0")
         if v["priv"]:
@@ -348,6 +349,7 @@ class PM4Queue(EngineQueue):
             self.regs[reg] = value
         self.dispatches += 1
         waves = core.dispatch(self, d)
+        self.waves += waves or 0
         self.gpu.tick(self.gpu.cost.wave * (waves or 0))
 
     def _execDISPATCH_INDIRECT(self, stream, pos, v):

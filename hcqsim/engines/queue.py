@@ -22,6 +22,13 @@ from ..errors import BlockedQueue, DecodeError, EngineError, QueueError
 if TYPE_CHECKING:
     from ..gpu import EmulatedGPU
 
+class RunawayStop(EngineError):
+    """A queue executed more packets (or launched more waves) in one progress point than the GPU's bound:
+    a stream that does not end (an IB chaining to itself, a huge NOP stream). The queue stops alone."""
+
+    kind = "runaway"
+
+
 MIN_RING_SIZE = 1024  # facts 5.5: power of two, >= 1 KiB, base 256-byte aligned
 RING_ALIGN = 256
 
@@ -152,6 +159,9 @@ class EngineQueue:
         self.fault = None  # errors.Fault once the queue stopped
         self.destroyed = False
         self.packets = 0  # executed, for statistics
+        self.waves = 0  # launched by dispatches; counts towards the runaway bound like packets
+        self.wave_budget = 1 << 62  # waves a dispatch may still launch in this progress point (set by the GPU)
+        self.last_jump: tuple[Stream, int] | None = None  # the last IB packet executed: a loop's likely culprit
         self.current: tuple[Stream, int] | None = None  # where the last error happened (for fault reports)
         self.submitted = 0  # host-side write position in bytes, for submit()
 
@@ -282,6 +292,25 @@ class EngineQueue:
         self.stack.append(Stream(self, "ib", base, size_bytes, 0, size_bytes))
 
     # -- reports -----------------------------------------------------------------------------------
+
+    def runaway(self, bound: int) -> RunawayStop:
+        """The error for a queue past the runaway bound, with `current` set to the looping packet: the last
+        INDIRECT_BUFFER it executed (a self-chain or an IB loop), else the packet it would execute next."""
+        top = self.stack[-1]
+        self.current = self.last_jump or (top, top.pos)
+        culprit = "the stream entered by the last indirect buffer packet (reported here) does not end" \
+            if self.last_jump else "the stream does not end"
+        stream, pos = self.current
+        if stream.address(pos) != top.address(top.pos):  # say where it stopped too (a chain is a new Stream)
+            here = f"{top.label} offset 0x{top.offset():x}"
+            try:
+                here += f" ({self.disassemble_at(top, top.pos)[1]})"
+            except Exception:  # the report keeps what could be read
+                pass
+            culprit += f"; stopped before {here}"
+        return RunawayStop(f"more than {bound} packets and waves in one progress point, IB depth "
+                           f"{len(self.stack) - 1}: {culprit}. Raise EmulatedGPU(max_packets_per_run=...) if "
+                           f"the stream is meant to be this long")
 
     def disassemble_at(self, stream: Stream, pos: int) -> tuple[int | None, str | None]:
         """(header dword, one-line disassembly) of the packet at `pos`, as far as it can be read."""

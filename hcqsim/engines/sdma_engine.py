@@ -138,6 +138,7 @@ class SDMAQueue(EngineQueue):
         self.gpu.trace_write(self, addr, len(raw), int.from_bytes(raw, "little"))
 
     def _execINDIRECT(self, stream, pos, v, dws):
+        self.last_jump = (stream, pos)  # named by a runaway report
         if not stream.is_ring:
             raise DecodeError("INDIRECT inside an indirect buffer: SDMA IBs do not nest")
         if v["priv"]:
