@@ -24,6 +24,12 @@ class Target:
     device_id: int
     num_xcc: int = 1
     lds_size_in_kb: int = 64
+    # Queue resources KFD reports in sysfs (facts 2.2/2.5; amdgpu sdma_v6_0.c has 2 instances on gfx1100;
+    # MI300X (sdma_v4_4_2.c, GC 9.4.3) has 16, of which KFD reports 2 as PCIe and 14 as XGMI engines).
+    sdma_engines: int = 2  # num_sdma_engines: PCIe SDMA engines KFD hands out for queue type SDMA
+    sdma_xgmi_engines: int = 0  # num_sdma_xgmi_engines: the extra engines for SDMA_XGMI queues
+    sdma_queues_per_engine: int = 6  # num_sdma_queues_per_engine (user queues per engine)
+    cp_queues: int = 8  # num_cp_queues: compute HQD slots available to KFD
 
     @property
     def rsrc3_reg(self) -> int:
@@ -46,7 +52,8 @@ TARGETS = {
                       simd_per_cu=2, max_waves_per_simd=16, device_id=0x744C),
     "gfx942": Target("gfx942", "gfx9", 90402, 64, (4, 4, 2), 22,
                      simd_count=1216, array_count=32, simd_arrays_per_engine=1, cu_per_simd_array=10,
-                     simd_per_cu=4, max_waves_per_simd=8, device_id=0x74A1, num_xcc=8),
+                     simd_per_cu=4, max_waves_per_simd=8, device_id=0x74A1, num_xcc=8,
+                     sdma_engines=2, sdma_xgmi_engines=14, sdma_queues_per_engine=8, cp_queues=24),
 }
 
 

@@ -14,16 +14,16 @@ from typing import Callable
 from .. import kfd_uapi as k
 from ..targets import Target
 
-# Per-target node facts that hcqsim.targets does not carry (HARDWARE_FACTS 2.5; mem width/clock illustrative).
+# Per-target node facts that hcqsim.targets does not carry (HARDWARE_FACTS 2.5; mem width/clock illustrative;
+# the queue and SDMA engine counts are Target fields).
 NODE_FACTS = {
     "gfx1100": dict(simd_id_base=2147488032, num_gws=64, max_slots_scratch_cu=32, vendor_id=4098,
-                    location_id=34304, hive_id=0, num_sdma_engines=2, num_sdma_xgmi_engines=0,
-                    num_sdma_queues_per_engine=6, num_cp_queues=8, max_engine_clk_fcompute=2482, fw_version=2140,
+                    location_id=34304, hive_id=0, max_engine_clk_fcompute=2482, fw_version=2140,
                     capability=671588992, capability2=0, debug_prop=1495, sdma_fw_version=20,
                     unique_id=11673270660693242239, mem_width=384, mem_clk_max=2500),
     "gfx942": dict(simd_id_base=2147487784, num_gws=64, max_slots_scratch_cu=32, vendor_id=4098,
-                   location_id=18176, hive_id=10631624818852212319, num_sdma_engines=2, num_sdma_xgmi_engines=14,
-                   num_sdma_queues_per_engine=8, num_cp_queues=24, max_engine_clk_fcompute=2100, fw_version=166,
+                   location_id=18176, hive_id=10631624818852212319,
+                   max_engine_clk_fcompute=2100, fw_version=166,
                    capability=746037888, capability2=0, debug_prop=1511, sdma_fw_version=22,
                    unique_id=4376936076086227261, mem_width=8192, mem_clk_max=1300),
 }
@@ -67,8 +67,8 @@ def gpu_node_properties(target: Target, index: int, num_gpus: int) -> dict:
         simd_per_cu=target.simd_per_cu, max_slots_scratch_cu=f["max_slots_scratch_cu"],
         gfx_target_version=target.gfx_target_version, vendor_id=f["vendor_id"], device_id=target.device_id,
         location_id=f["location_id"] + (index << 8), domain=0, drm_render_minor=128 + index, hive_id=f["hive_id"],
-        num_sdma_engines=f["num_sdma_engines"], num_sdma_xgmi_engines=f["num_sdma_xgmi_engines"],
-        num_sdma_queues_per_engine=f["num_sdma_queues_per_engine"], num_cp_queues=f["num_cp_queues"],
+        num_sdma_engines=target.sdma_engines, num_sdma_xgmi_engines=target.sdma_xgmi_engines,
+        num_sdma_queues_per_engine=target.sdma_queues_per_engine, num_cp_queues=target.cp_queues,
         max_engine_clk_fcompute=f["max_engine_clk_fcompute"], local_mem_size=0, fw_version=f["fw_version"],
         capability=f["capability"], capability2=f["capability2"], debug_prop=f["debug_prop"],
         sdma_fw_version=f["sdma_fw_version"], unique_id=(f["unique_id"] + index) % (1 << 64),

@@ -107,7 +107,7 @@ class Device:
         self._free_cache: OrderedDict[tuple[int, int], list[Buffer]] = OrderedDict()
         self._cached_bytes, self.cache_limit = 0, 256 << 20
         self._buffers: dict[int, Buffer] = {}
-        self._rings: dict[str, HardwareRing] = {}
+        self._rings: dict[tuple[str, int], HardwareRing] = {}  # (engine, queue index) -> ring
         self._doorbell_base: int | None = None
         self._signal_pages: list[Buffer] = []
         self._free_signals: list[int] = []
@@ -296,19 +296,42 @@ class Device:
 
     # -- queues ------------------------------------------------------------------------------------
 
-    def compute_queue(self) -> ComputeQueue:
-        return ComputeQueue(self)
+    def compute_queue(self, index: int = 0) -> ComputeQueue:
+        """A PM4 command builder for hardware compute queue `index` (0 .. queue_count("compute") - 1). Each
+        index is its own KFD queue (ring, doorbell, EOP and CWSR buffers), created at its first submission."""
+        return ComputeQueue(self, self._queue_index("compute", index))
 
-    def copy_queue(self) -> CopyQueue:
-        return CopyQueue(self)
+    def copy_queue(self, index: int = 0) -> CopyQueue:
+        """An SDMA command builder for hardware copy queue `index`; queue i runs on SDMA engine
+        i % num_sdma_engines, so consecutive indices spread over the engines."""
+        return CopyQueue(self, self._queue_index("copy", index))
 
-    def submit_packets(self, engine: str, packets: list[list[int]]) -> None:
+    def queue_count(self, engine: str) -> int:
+        """Hardware queues of `engine` ("compute" / "copy") this device offers: the node's num_cp_queues
+        compute HQDs; num_sdma_engines x num_sdma_queues_per_engine SDMA queues (sysfs, facts 2.2)."""
+        p = self.node.props
+        if engine == "compute":
+            return max(1, p.get("num_cp_queues", 1))
+        return max(1, p.get("num_sdma_engines", 1) * p.get("num_sdma_queues_per_engine", 1))
+
+    def _queue_index(self, engine: str, index: int) -> int:
+        if not isinstance(index, int) or not 0 <= index < self.queue_count(engine):
+            raise ValueError(f"{engine} queue index {index!r} out of range: {self.label} has "
+                             f"{self.queue_count(engine)} {engine} queues")
+        return index
+
+    def hardware_ring(self, engine: str, index: int = 0) -> HardwareRing:
+        """The ring of hardware queue `index` of `engine`, created through CREATE_QUEUE on first use."""
+        ring = self._rings.get((engine, index))
+        return ring if ring is not None else self._create_ring(engine, index)
+
+    def submit_packets(self, engine: str, packets: list[list[int]], index: int = 0) -> None:
         self._check_faults()
-        ring = self._rings.get(engine) or self._create_ring(engine)
+        ring = self.hardware_ring(engine, index)
         ctypes.c_uint32.from_address(self.hdp_flush_addr).value = 0  # flush CPU writes to VRAM (HDP) first
         ring.submit(packets)
 
-    def _create_ring(self, engine: str, ring_size: int = 1 << 16) -> HardwareRing:
+    def _create_ring(self, engine: str, index: int = 0, ring_size: int = 1 << 16) -> HardwareRing:
         ring = self._alloc(ring_size, UNCACHED_FLAGS | BASE_FLAGS)
         ptrs = self._alloc(PAGE, UNCACHED_FLAGS | BASE_FLAGS)  # rptr at +0, wptr at +8, both u64
         args = K.CreateQueueArgs(ring_base_address=ring.va, write_pointer_address=ptrs.va + 8,
@@ -322,13 +345,18 @@ class Device:
             args.eop_buffer_address, args.eop_buffer_size = eop.va, K.KFD_EOP_BUFFER_SIZE
             args.ctx_save_restore_address, args.ctx_save_restore_size = cwsr.va, sizes.cwsr_size
             args.ctl_stack_size = sizes.ctl_stack_size
-        else:
+        elif self.process.version >= (1, 17):  # pick the engine: queue i on engine i % num_sdma_engines
+            args.queue_type = K.KFD_IOC_QUEUE_TYPE_SDMA_BY_ENG_ID
+            args.sdma_engine_id = index % max(1, self.node.props.get("num_sdma_engines", 1))
+        else:  # older KFD chooses the engine itself (round robin over free slots)
             args.queue_type = K.KFD_IOC_QUEUE_TYPE_SDMA
         self.process.ioctl(K.AMDKFD_IOC_CREATE_QUEUE, args)
         doorbell = self._doorbell(args.doorbell_offset)
-        self._rings[engine] = HardwareRing(self, engine, args.queue_id, ring.va, ring_size, ptrs.va + 8, ptrs.va,
-                                           doorbell, self.new_signal(0))
-        return self._rings[engine]
+        ring_ = HardwareRing(self, engine, args.queue_id, ring.va, ring_size, ptrs.va + 8, ptrs.va, doorbell,
+                             self.new_signal(0))
+        ring_.index = index
+        self._rings[(engine, index)] = ring_
+        return ring_
 
     def _doorbell(self, doorbell_offset: int) -> int:
         """Map the doorbell slice once; a queue's doorbell is at its offset inside it."""

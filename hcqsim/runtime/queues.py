@@ -49,8 +49,8 @@ class HWQueue:
 
     engine = ""
 
-    def __init__(self, device: "Device"):
-        self.device = device
+    def __init__(self, device: "Device", index: int = 0):
+        self.device, self.index = device, index  # index: which of the device's hardware queues of this engine
         self.packets: list[list[int]] = []
 
     def _add(self, dws: list[int]) -> "HWQueue":
@@ -58,7 +58,7 @@ class HWQueue:
         return self
 
     def submit(self, device: "Device | None" = None) -> None:
-        (device or self.device).submit_packets(self.engine, self.packets)
+        (device or self.device).submit_packets(self.engine, self.packets, index=self.index)
 
     def disassemble(self) -> str:
         raise NotImplementedError
