@@ -7,8 +7,10 @@ event page and events, then queues on demand.
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +20,7 @@ from ..boundary import (KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_P
                         PROT_READ, PROT_WRITE, OSBoundary)
 from ..errors import DeadlockError, DeviceFault, DeviceTimeout, HcqsimError, gpu_label
 from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, chunks
-from .signal import SIGNAL_SIZE, Signal
+from .signal import SIGNAL_SIZE, Signal, check_signal_value
 from .topology import GpuNode, gpu_nodes
 
 PAGE = 4096
@@ -30,6 +32,20 @@ UNCACHED_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_GTT | K.KFD_IOC_ALLOC_MEM_FLAGS_COHER
 STAGING_CHUNK = 16 << 20
 KERNARG_ARENA = 1 << 20
 WAIT_SLICE_MS = 100
+QUARANTINE_BYTES = 64 << 30  # sanitizer: freed VA held back (reserved, unmapped) up to this much...
+QUARANTINE_COUNT = 16384  # ...and this many ranges, oldest returned first
+DEFAULT_POISON = 0xDEADBEEF
+_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def caller_location() -> str:
+    """'file:line in function' of the innermost frame outside hcqsim.runtime: where the user called."""
+    f = sys._getframe(1)
+    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) == _RUNTIME_DIR:
+        f = f.f_back
+    if f is None:
+        return "unknown location"
+    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
 
 
 def _page_align(n: int) -> int:
@@ -67,10 +83,10 @@ class KFDProcess:
         self.os.close(self.fd)
 
 
-@dataclass
+@dataclass(eq=False)
 class Buffer:
     """Device memory: `va` (the same address on CPU and GPU), `size`, and `view` (numpy uint8) when the CPU
-    can see it."""
+    can see it. `offset(off, size)` makes a view: a Buffer over part of this one, with its own bounds."""
 
     device: "Device"
     va: int
@@ -81,19 +97,59 @@ class Buffer:
     mmap_offset: int
     view: np.ndarray | None
     mapped_on: set
+    root: "Buffer | None" = None  # for a view: the allocation it is part of
+    base_offset: int = 0  # for a view: where it starts in `root`
+    freed_at: str | None = None  # where free() was called, once it was
 
     @property
     def host_visible(self) -> bool:
         return self.view is not None
 
+    @property
+    def allocation(self) -> "Buffer":
+        """The allocation this buffer is (or, for a view, is part of)."""
+        return self.root or self
+
+    @property
+    def live(self) -> bool:
+        return self.allocation.freed_at is None
+
+    def offset(self, offset: int, size: int | None = None) -> "Buffer":
+        """A view of `size` bytes (default: to the end) starting `offset` bytes into this buffer. Queue
+        builders, copyin/copyout and kernels take it like a buffer and keep to its bounds."""
+        size = self.size - offset if size is None and isinstance(offset, int) else size
+        self.check_range(offset, size, "Buffer.offset")
+        root = self.allocation
+        view = None if self.view is None else self.view[offset:offset + size]
+        return Buffer(self.device, self.va + offset, size, root.alloc_size, self.flags, self.handle, self.mmap_offset,
+                      view, root.mapped_on, root=root, base_offset=self.base_offset + offset)
+
+    def check_range(self, offset: int, nbytes: int, what: str, on: "Device | None" = None) -> None:
+        """ValueError unless this buffer is live, [offset, offset+nbytes) lies inside it, and (given `on`)
+        it is mapped on that device's GPU."""
+        root = self.allocation
+        if root.freed_at is not None:
+            raise ValueError(f"{what}: {self!r} of {self.device.label} was freed ({root.freed_at})")
+        if not (isinstance(offset, int) and isinstance(nbytes, int)) or offset < 0 or nbytes < 0 \
+                or offset + nbytes > self.size:
+            raise ValueError(f"{what}: range [{offset!r}, {offset!r} + {nbytes!r}) is outside {self!r} "
+                             f"({self.size} bytes) of {self.device.label}")
+        if on is not None and on.gpu_id not in root.mapped_on:
+            raise ValueError(f"{what}: {self!r} of {self.device.label} is not mapped on {on.label}; peer-map it "
+                             f"first (Device.map_to(buf, other))")
+
     def __repr__(self) -> str:
-        return f"Buffer(0x{self.va:x}, {self.size} B, {K.describe_alloc_flags(self.flags)})"
+        if self.root is not None:
+            return f"Buffer(0x{self.va:x}, {self.size} B, view at +{self.base_offset} of {self.root!r})"
+        state = ", freed" if self.freed_at is not None else ""
+        return f"Buffer(0x{self.va:x}, {self.size} B, {K.describe_alloc_flags(self.flags)}{state})"
 
 
 class Device:
     """One GPU through KFD. Use `open_device(spec)` to get one."""
 
-    def __init__(self, process: KFDProcess, index: int, *, owner=None):
+    def __init__(self, process: KFDProcess, index: int, *, owner=None, sanitize: bool = False,
+                 poison: int | bool | None = None):
         if not 0 <= index < len(process.nodes):
             raise ValueError(f"GPU index {index} out of range: the topology has {len(process.nodes)} GPU(s)")
         self.process, self.os, self.index = process, process.os, index
@@ -112,6 +168,17 @@ class Device:
         self._signal_pages: list[Buffer] = []
         self._free_signals: list[int] = []
         self.faults: list[str] = []
+        # sanitizer (README "Sanitizer mode"): frees unmap at once, freed VA stays reserved for a while, new
+        # memory optionally poisoned; `_graveyard` remembers what was freed where, for fault reports
+        self.sanitize = bool(sanitize)
+        self.poison = DEFAULT_POISON if poison is True else (None if poison is False else poison)
+        if self.poison is not None and not 0 <= self.poison < 1 << 32:
+            raise ValueError(f"poison pattern {self.poison!r} must be a 32-bit value")
+        self._quarantine: deque[tuple[int, int]] = deque()  # (va, size) of freed ranges still reserved
+        self._quarantine_bytes = 0
+        self._graveyard: dict[int, tuple[int, str]] = {}  # va -> (size, "what, freed at where")
+        self._pending_signals: list[Signal] = []  # freed, waiting for their last submissions to finish
+        self._timeline_submitted = 0  # the highest timeline value a successful submission signals
         self._bring_up()
         self.timeline_wrap = 1 << 32
         self.timeline_signal, self._shadow_signal = self.new_signal(0), self.new_signal(0)
@@ -180,8 +247,8 @@ class Device:
         """Device memory (VRAM, +PUBLIC when `host_visible`) or, `uncached`, coherent system memory (GTT).
         Freed buffers of the same size and kind are reused (LRU)."""
         self._check_faults()
-        if nbytes <= 0:
-            raise ValueError(f"allocation size must be positive, got {nbytes}")
+        if not isinstance(nbytes, int) or nbytes <= 0:
+            raise ValueError(f"allocation size must be a positive integer, got {nbytes!r} (on {self.label})")
         if uncached:
             flags = UNCACHED_FLAGS | BASE_FLAGS
         else:
@@ -190,59 +257,145 @@ class Device:
         key = (_page_align(nbytes), flags)
         cached = self._free_cache.get(key)
         if cached:
-            buf = cached.pop()
+            old = cached.pop()
             if not cached:
                 del self._free_cache[key]
-            self._cached_bytes -= buf.alloc_size
-            buf.size = nbytes
-            if buf.view is not None:
-                buf.view = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(buf.va), dtype=np.uint8)
+            self._cached_bytes -= old.alloc_size
+            # a new Buffer object: the freed one stays freed, so a stale reference is refused, not aliased
+            view = None if old.view is None else np.frombuffer((ctypes.c_uint8 * nbytes).from_address(old.va),
+                                                               dtype=np.uint8)
+            buf = Buffer(self, old.va, nbytes, old.alloc_size, old.flags, old.handle, old.mmap_offset, view,
+                         old.mapped_on)
             self._buffers[buf.va] = buf
             return buf
-        return self._alloc(nbytes, flags, cpu_map=uncached or host_visible)
+        buf = self._alloc(nbytes, flags, cpu_map=uncached or host_visible)
+        if self.poison is not None:
+            self._poison(buf)
+        return buf
+
+    def _poison(self, buf: Buffer) -> None:
+        """Fill fresh memory with the poison pattern, so reads of memory nobody wrote show."""
+        if buf.view is not None:
+            whole = np.frombuffer((ctypes.c_uint8 * buf.alloc_size).from_address(buf.va), dtype=np.uint32)
+            whole[:] = self.poison
+            return
+        sig, value = self.next_timeline()
+        self.copy_queue().fill(buf.va, self.poison, buf.alloc_size).signal(sig, value).submit()
+        self.wait_value(sig, value, f"poison fill of {buf!r}")
 
     def free(self, buf: Buffer) -> None:
-        """Return a buffer: it is kept for reuse (LRU) up to `cache_limit` bytes, then released."""
-        if self._buffers.pop(buf.va, None) is None:
-            raise ValueError(f"{buf} is not a live allocation of this device (double free?)")
-        key = (buf.alloc_size, buf.flags)
-        self._free_cache.setdefault(key, []).append(buf)
+        """Return a buffer: it is kept for reuse (LRU) up to `cache_limit` bytes, then released. With the
+        sanitizer it is released at once and its VA held back, so later GPU use of it is a VM fault."""
+        if buf.root is not None:
+            raise ValueError(f"free of {buf!r}: a view is not an allocation; free the buffer it is part of")
+        if buf.device is not self:
+            raise ValueError(f"free of {buf!r} on {self.label}: it was allocated on {buf.device.label}")
+        if buf.freed_at is not None:
+            raise ValueError(f"double free of {buf!r} on {self.label}: already freed ({buf.freed_at})")
+        if self._buffers.get(buf.va) is not buf:
+            raise ValueError(f"free of {buf!r}: not a live allocation of {self.label}")
+        del self._buffers[buf.va]
+        buf.freed_at = f"freed at {caller_location()}"
+        view, buf.view = buf.view, None  # the freed object no longer reaches the memory
+        if self.sanitize:
+            self._release(buf, quarantine=f"{buf!r}")
+            return
+        cached = Buffer(self, buf.va, buf.size, buf.alloc_size, buf.flags, buf.handle, buf.mmap_offset, view,
+                        buf.mapped_on)
+        key = (cached.alloc_size, cached.flags)
+        self._free_cache.setdefault(key, []).append(cached)
         self._free_cache.move_to_end(key)
-        self._cached_bytes += buf.alloc_size
+        self._cached_bytes += cached.alloc_size
         while self._cached_bytes > self.cache_limit:
             _, bufs = self._free_cache.popitem(last=False)
             for old in bufs:
                 self._cached_bytes -= old.alloc_size
                 self._release(old)
 
-    def _release(self, buf: Buffer) -> None:
-        """Unmap from every GPU first: the driver refuses to free a BO that is still mapped (EBUSY)."""
+    def _release(self, buf: Buffer, quarantine: str | None = None) -> None:
+        """Unmap from every GPU first: the driver refuses to free a BO that is still mapped (EBUSY).
+        `quarantine` (the sanitizer; what the memory was): keep the VA reserved but inaccessible for a while,
+        so nothing new lands there and a stale GPU access faults; remember it for the fault report."""
         ids = sorted(buf.mapped_on)
         arr = (ctypes.c_uint32 * len(ids))(*ids)
         self.process.ioctl(K.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, K.UnmapMemoryFromGpuArgs(
             handle=buf.handle, device_ids_array_ptr=ctypes.addressof(arr), n_devices=len(ids)))
         buf.mapped_on.clear()
         self.process.ioctl(K.AMDKFD_IOC_FREE_MEMORY_OF_GPU, K.FreeMemoryOfGpuArgs(handle=buf.handle))
-        self.os.munmap(buf.va, buf.alloc_size)
         buf.view = None
+        if quarantine is None:
+            self.os.munmap(buf.va, buf.alloc_size)
+            return
+        # replace the CPU mapping by a PROT_NONE reservation (a no-op on the emulator, which already did)
+        self.os.mmap(buf.va, buf.alloc_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED)
+        self._graveyard[buf.va] = (buf.alloc_size, f"{quarantine}, {buf.freed_at}")
+        self._quarantine.append((buf.va, buf.alloc_size))
+        self._quarantine_bytes += buf.alloc_size
+        while self._quarantine_bytes > QUARANTINE_BYTES or len(self._quarantine) > QUARANTINE_COUNT:
+            va, size = self._quarantine.popleft()
+            self._quarantine_bytes -= size
+            self._graveyard.pop(va, None)
+            self.os.munmap(va, size)
+
+    def freed_memory_at(self, address: int) -> str | None:
+        """Sanitizer: what freed allocation `address` falls in and where it was freed (None: none known)."""
+        for va, (size, what) in self._graveyard.items():
+            if va <= address < va + size:
+                return what
+        return None
 
     def map_to(self, buf: Buffer, other: "Device") -> None:
-        """Peer-map `buf` into another device's GPU address space (same VA)."""
-        if other.gpu_id not in buf.mapped_on:
-            buf.device._map(buf, [other.gpu_id])
+        """Peer-map `buf` (a view: its whole allocation) into another device's GPU address space (same VA)."""
+        buf.check_range(0, 0, "map_to")
+        root = buf.allocation
+        if other.gpu_id not in root.mapped_on:
+            root.device._map(root, [other.gpu_id])
 
     # -- signals -----------------------------------------------------------------------------------
 
     def new_signal(self, value: int = 0) -> Signal:
+        """A signal (16 bytes of coherent memory) starting at `value` (32 bits, as the GPU compares)."""
+        check_signal_value(value, "new_signal value")
         self._check_faults()
+        if self.sanitize:  # a page of its own, so freeing it can really unmap it
+            page = self._alloc(PAGE, UNCACHED_FLAGS | BASE_FLAGS)
+            sig = Signal(self, page.va, value)
+            sig.page = page
+            return sig
+        if not self._free_signals:
+            self._reclaim_signals()
         if not self._free_signals:
             page = self._alloc(PAGE, UNCACHED_FLAGS | BASE_FLAGS)
             self._signal_pages.append(page)
             self._free_signals = [page.va + off for off in range(PAGE - SIGNAL_SIZE, -1, -SIGNAL_SIZE)]
         return Signal(self, self._free_signals.pop(), value)
 
+    def _reclaim_signals(self) -> None:
+        """Freed slots whose last submissions have all completed become free for new signals."""
+        waiting = []
+        for sig in self._pending_signals:
+            if all(ring.completed(seq) for ring, seq in sig.last_use.items()):
+                self._free_signals.append(sig.va)
+            else:
+                waiting.append(sig)
+        self._pending_signals = waiting
+
     def free_signal(self, signal: Signal) -> None:
-        self._free_signals.append(signal.va)
+        """Give the slot back. It is handed out again only after every submission that named the signal
+        has completed; with the sanitizer its page is unmapped at once (a later GPU write is a VM fault)."""
+        if signal.device is not self:
+            raise ValueError(f"free_signal of {signal!r} on {self.label}: it belongs to {signal.device.label}")
+        if signal.freed_at is not None:
+            raise ValueError(f"double free of signal 0x{signal.va:x} on {self.label}: already {signal.freed_at}")
+        if signal is self.timeline_signal or signal is self._shadow_signal:
+            raise ValueError(f"free_signal: signal 0x{signal.va:x} is {self.label}'s timeline; it cannot be freed")
+        signal.freed_at = f"freed at {caller_location()}"
+        page = getattr(signal, "page", None)
+        if page is not None:  # sanitizer
+            page.freed_at = signal.freed_at
+            self._release(page, quarantine=f"signal 0x{signal.va:x}")
+            return
+        self._pending_signals.append(signal)
 
     def next_timeline(self) -> tuple[Signal, int]:
         """(signal, value) for the next submission on the device timeline. Before the 32-bit value would
@@ -252,6 +405,7 @@ class Device:
             self.timeline_signal, self._shadow_signal = self._shadow_signal, self.timeline_signal
             self.timeline_signal.value = 0
             self.timeline_value = 1
+            self._timeline_submitted = 0
         value = self.timeline_value
         self.timeline_value += 1
         return self.timeline_signal, value
@@ -325,11 +479,20 @@ class Device:
         ring = self._rings.get((engine, index))
         return ring if ring is not None else self._create_ring(engine, index)
 
-    def submit_packets(self, engine: str, packets: list[list[int]], index: int = 0) -> None:
+    def submit_packets(self, engine: str, packets: list[list[int]], signals: list[Signal] = (),
+                       released: list[tuple[Signal, int]] = (), index: int = 0) -> None:
+        """Write `packets` to the engine's ring and ring its doorbell. `signals` are the signals they name
+        (their slots are not reused before this submission completed), `released` the (signal, value) they
+        set; `index` picks the engine's hardware queue. Refused: nothing changed."""
         self._check_faults()
         ring = self.hardware_ring(engine, index)
         ctypes.c_uint32.from_address(self.hdp_flush_addr).value = 0  # flush CPU writes to VRAM (HDP) first
-        ring.submit(packets)
+        seq = ring.submit(packets)
+        for sig in signals:
+            sig.last_use[ring] = seq
+        for sig, value in released:
+            if sig is self.timeline_signal:  # what synchronize waits for: only values really submitted
+                self._timeline_submitted = max(self._timeline_submitted, value)
 
     def _create_ring(self, engine: str, index: int = 0, ring_size: int = 1 << 16) -> HardwareRing:
         ring = self._alloc(ring_size, UNCACHED_FLAGS | BASE_FLAGS)
@@ -374,6 +537,7 @@ class Device:
     def wait_value(self, signal: Signal, value: int, what: str, timeout_ms: int = 30_000) -> None:
         """Poll the signal, then sleep on KFD events; faults surface as DeviceFault, an emulated machine
         that can no longer progress as DeadlockError, real hardware running out of time as DeviceTimeout."""
+        self._raise_if_faulted()
         done = lambda: (signal.value & 0xFFFFFFFF) >= value
         deadline = time.monotonic() + timeout_ms / 1000
         for _ in range(64):  # a short poll: most waits on a running GPU end here
@@ -407,6 +571,13 @@ class Device:
         self.process.ioctl(K.AMDKFD_IOC_WAIT_EVENTS, args)
         return args.wait_result, data
 
+    def _raise_if_faulted(self) -> None:
+        """Once a queue faulted, every wait raises DeviceFault with the original reports: the faulted queue
+        never completes, so a wait would only end in a DeadlockError that hides why."""
+        if self.faults:
+            raise DeviceFault([f"{self.label} faulted earlier; every wait on it fails. The original report:",
+                               *self.faults])
+
     def _check_faults(self) -> None:
         """Raise DeviceFault if a memory or hardware exception was reported since the last call."""
         if self._closed:
@@ -423,16 +594,21 @@ class Device:
         if hw.gpu_id:
             new.append(f"{self.process.label(hw.gpu_id)} hardware exception (reset type {hw.reset_type}, cause {hw.reset_cause})")
         new += self.os.fault_details(self.gpu_id)
+        if mem.gpu_id and (what := self.freed_memory_at(mem.va)):
+            new.append(f"sanitizer: VA 0x{mem.va:x} is in freed memory: {what}")
         if not new:
             new.append(f"{self.label} reported an exception event")
         self.faults += new
         raise DeviceFault(new)
 
     def synchronize(self, timeout_ms: int = 30_000) -> None:
-        """Wait until everything submitted so far has completed: the timeline and every queue's ring."""
-        if self.timeline_value > 1:
-            self.wait_value(self.timeline_signal, self.timeline_value - 1, f"device timeline {self.timeline_value - 1}",
-                            timeout_ms)
+        """Wait until everything submitted so far has completed: the timeline and every queue's ring.
+        After a queue faulted it raises DeviceFault with the original reports (what completes is unknown)."""
+        self._check_faults()
+        self._raise_if_faulted()
+        if self._timeline_submitted:
+            self.wait_value(self.timeline_signal, self._timeline_submitted,
+                            f"device timeline {self._timeline_submitted}", timeout_ms)
         for ring in self._rings.values():
             if ring.seq:
                 self.wait_value(ring.progress, ring.seq, f"{ring.engine} queue drained (submission {ring.seq})",
@@ -448,8 +624,7 @@ class Device:
     def copyin(self, buf: Buffer, data, offset: int = 0) -> None:
         """Host bytes -> device buffer, through host staging buffers and the copy queue, in chunks."""
         src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
-        if offset + len(src) > buf.size:
-            raise ValueError(f"copyin of {len(src)} bytes at offset {offset} overflows {buf}")
+        buf.check_range(offset, len(src), "copyin", on=self)
         stages = self._staging_buffers()
         inflight: list[tuple[Signal, int] | None] = [None, None]
         for i, (off, n) in enumerate(chunks(len(src), STAGING_CHUNK)):
@@ -465,9 +640,8 @@ class Device:
     def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0, out=None):
         """Device buffer -> host, through the staging buffers and the copy queue. Returns bytes, or fills and
         returns `out` (any writable buffer of at least `nbytes`) when given."""
-        nbytes = buf.size - offset if nbytes is None else nbytes
-        if offset + nbytes > buf.size:
-            raise ValueError(f"copyout of {nbytes} bytes at offset {offset} overflows {buf}")
+        nbytes = buf.size - offset if nbytes is None and isinstance(offset, int) else nbytes
+        buf.check_range(offset, nbytes, "copyout", on=self)
         dst = np.empty(nbytes, np.uint8) if out is None else np.frombuffer(memoryview(out).cast("B"), np.uint8)
         if len(dst) < nbytes:
             raise ValueError(f"copyout of {nbytes} bytes into a buffer of {len(dst)}")
@@ -482,8 +656,8 @@ class Device:
     def transfer(self, dst: Buffer, src: Buffer, nbytes: int) -> tuple[Signal, int]:
         """Copy between devices with this device's SDMA engine (dst is peer-mapped here first).
         Returns the timeline (signal, value) that marks completion."""
-        if nbytes > min(dst.size, src.size):
-            raise ValueError(f"transfer of {nbytes} bytes overflows {src} or {dst}")
+        src.check_range(0, nbytes, f"transfer source on {self.label}")  # before anything is mapped
+        dst.check_range(0, nbytes, f"transfer destination on {self.label}")
         self.map_to(dst, self)
         self.map_to(src, self)
         sig, value = self.next_timeline()

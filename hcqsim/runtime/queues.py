@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Union
 
 from .. import pm4, sdma
 from ..errors import QueueError
-from .signal import Signal
+from .signal import SIGNAL_VALUE_LIMIT, Signal, check_signal_value
 
 if TYPE_CHECKING:
     from .device import Buffer, Device
@@ -23,17 +23,17 @@ Address = Union["Buffer", int]
 
 PM4_DMA_MAX = (1 << 26) - 1  # DMA_DATA BYTE_COUNT is 26 bits
 SDMA_COPY_MAX = 1 << 22  # 4 MiB: always legal on every SDMA generation (HARDWARE_FACTS 5.2)
-SIGNAL_VALUE_LIMIT = 1 << 32  # the GPU writes and compares 32-bit signal values
-
-
-def _va(x: Address) -> int:
-    return x if isinstance(x, int) else x.va
+__all__ = ["ComputeQueue", "CopyQueue", "HardwareRing", "SIGNAL_VALUE_LIMIT", "SDMA_COPY_MAX", "PM4_DMA_MAX"]
 
 
 def _check_value(value: int) -> int:
-    if not 0 <= value < SIGNAL_VALUE_LIMIT:
-        raise ValueError(f"signal value {value} is outside the 32 bits the GPU writes and compares")
-    return value
+    return check_signal_value(value)
+
+
+def _check_size(nbytes: int, what: str) -> int:
+    if not isinstance(nbytes, int) or nbytes < 0:
+        raise ValueError(f"{what}: size {nbytes!r} must be a non-negative integer")
+    return nbytes
 
 
 def chunks(total: int, limit: int):
@@ -52,13 +52,34 @@ class HWQueue:
     def __init__(self, device: "Device", index: int = 0):
         self.device, self.index = device, index  # index: which of the device's hardware queues of this engine
         self.packets: list[list[int]] = []
+        self.signals: list[Signal] = []  # every signal a packet names: it may not be reused before they ran
+        self.released: list[tuple[Signal, int]] = []  # (signal, value) the packets set
+        self.buffers: list["Buffer"] = []  # every Buffer a packet names (checked again if submitted elsewhere)
 
     def _add(self, dws: list[int]) -> "HWQueue":
         self.packets.append(dws)
         return self
 
+    def _sig(self, signal: Signal, value: int | None = None) -> Signal:
+        self.signals.append(signal.check_live())
+        if value is not None:
+            self.released.append((signal, value))
+        return signal
+
+    def _va(self, x: Address, nbytes: int, what: str) -> int:
+        """The address of `x`; a Buffer (or view) must be live, mapped on this device and hold `nbytes`."""
+        if isinstance(x, int):
+            return x
+        x.check_range(0, nbytes, f"{self.engine} queue {what}", on=self.device)
+        self.buffers.append(x)
+        return x.va
+
     def submit(self, device: "Device | None" = None) -> None:
-        (device or self.device).submit_packets(self.engine, self.packets, index=self.index)
+        target = device or self.device
+        if target is not self.device:
+            for buf in self.buffers:
+                buf.check_range(0, 0, f"{self.engine} queue submitted to {target.label}", on=target)
+        target.submit_packets(self.engine, self.packets, self.signals, self.released, index=self.index)
 
     def disassemble(self) -> str:
         raise NotImplementedError
@@ -86,15 +107,15 @@ class ComputeQueue(HWQueue):
                                **cache)
 
     def wait(self, signal: Signal, value: int) -> "ComputeQueue":
-        return self._add(pm4.wait_reg_mem(signal.value_addr, _check_value(value), function=5))
+        return self._add(pm4.wait_reg_mem(self._sig(signal).value_addr, _check_value(value), function=5))
 
     def signal(self, signal: Signal, value: int) -> "ComputeQueue":
-        self._add(self._release(signal.value_addr, _check_value(value), data_sel=1))
+        self._add(self._release(self._sig(signal, _check_value(value)).value_addr, value, data_sel=1))
         slot, event_id = self.device.completion_slot()  # wake host waiters: mailbox, then interrupt
         return self._add(self._release(slot, event_id, data_sel=1, int_sel=2, ctxid=event_id))
 
     def timestamp(self, signal: Signal) -> "ComputeQueue":
-        return self._add(self._release(signal.timestamp_addr, 0, data_sel=3))
+        return self._add(self._release(self._sig(signal).timestamp_addr, 0, data_sel=3))
 
     def memory_barrier(self) -> "ComputeQueue":
         """Full cache acquire so this queue sees what other agents wrote (facts 6.3)."""
@@ -105,13 +126,14 @@ class ComputeQueue(HWQueue):
                                          tcl1_action_ena=1, tc_wb_action_ena=1))
 
     def copy(self, dst: Address, src: Address, nbytes: int) -> "ComputeQueue":
-        d, s = _va(dst), _va(src)
+        _check_size(nbytes, "copy")
+        d, s = self._va(dst, nbytes, "copy destination"), self._va(src, nbytes, "copy source")
         for off, n in chunks(nbytes, PM4_DMA_MAX):
             self._add(pm4.dma_data(d + off, s + off, n))
         return self
 
     def fill(self, dst: Address, value: int, nbytes: int) -> "ComputeQueue":
-        d = _va(dst)
+        d = self._va(dst, _check_size(nbytes, "fill"), "fill destination")
         _check_fill(d, nbytes)
         for off, n in chunks(nbytes, PM4_DMA_MAX & ~3):
             self._add(pm4.dma_data(d + off, value & 0xFFFFFFFF, n, src_sel=2))
@@ -127,6 +149,9 @@ class ComputeQueue(HWQueue):
         if lsize[0] * lsize[1] * lsize[2] > 1024:
             raise ValueError(f"workgroup {lsize} has more than 1024 work-items")
         launch = P.Launch(gsize, lsize, ndims)
+        for a in args:  # buffers must be live and mapped here; a number passes through
+            if not isinstance(a, (int, float)):
+                self._va(a, 0, "kernel argument")
         k = program.kernel
         ka_size = (k.kernarg_segment_size + 63) & ~63
         extra = (P.AQL_PACKET_SIZE if k.enable_sgpr_dispatch_ptr else 0) + \
@@ -165,17 +190,17 @@ class CopyQueue(HWQueue):
         return self.device.sdma_version
 
     def wait(self, signal: Signal, value: int) -> "CopyQueue":
-        return self._add(sdma.poll_regmem(signal.value_addr, _check_value(value), mask=0xFFFFFFFF, func=5,
+        return self._add(sdma.poll_regmem(self._sig(signal).value_addr, _check_value(value), mask=0xFFFFFFFF, func=5,
                                            version=self._version))
 
     def signal(self, signal: Signal, value: int) -> "CopyQueue":
-        self._add(sdma.fence(signal.value_addr, _check_value(value), self._version))
+        self._add(sdma.fence(self._sig(signal, _check_value(value)).value_addr, value, self._version))
         slot, event_id = self.device.completion_slot()  # wake host waiters: mailbox, then trap
         self._add(sdma.fence(slot, event_id, self._version))
         return self._add(sdma.trap(event_id, self._version))
 
     def timestamp(self, signal: Signal) -> "CopyQueue":
-        return self._add(sdma.timestamp_global(signal.timestamp_addr, self._version))
+        return self._add(sdma.timestamp_global(self._sig(signal).timestamp_addr, self._version))
 
     def memory_barrier(self) -> "CopyQueue":
         """Write back and invalidate the caches SDMA goes through (GCR_REQ 0xC3A1; none on SDMA 4.x)."""
@@ -184,13 +209,14 @@ class CopyQueue(HWQueue):
         return self._add(sdma.gcr_req(0xC3A1, version=self._version))
 
     def copy(self, dst: Address, src: Address, nbytes: int) -> "CopyQueue":
-        d, s = _va(dst), _va(src)
+        _check_size(nbytes, "copy")
+        d, s = self._va(dst, nbytes, "copy destination"), self._va(src, nbytes, "copy source")
         for off, n in chunks(nbytes, self.device.copy_max_bytes):
             self._add(sdma.copy_linear(d + off, s + off, n, self._version))
         return self
 
     def fill(self, dst: Address, value: int, nbytes: int) -> "CopyQueue":
-        d = _va(dst)
+        d = self._va(dst, _check_size(nbytes, "fill"), "fill destination")
         _check_fill(d, nbytes)
         for off, n in chunks(nbytes, self.device.copy_max_bytes):
             self._add(sdma.const_fill(d + off, value & 0xFFFFFFFF, n, 2, self._version))
@@ -233,19 +259,29 @@ class HardwareRing:
             return ComputeQueue(self.device)._release(self.progress.value_addr, seq, data_sel=1)
         return sdma.fence(self.progress.value_addr, seq, self.device.sdma_version)
 
-    def submit(self, packets: list[list[int]]) -> None:
-        self.seq = (self.seq + 1) % (1 << 32)
-        packets = packets + [self._progress_packet(self.seq)]
-        data = [_pack(p) for p in packets]
+    def submit(self, packets: list[list[int]]) -> int:
+        """Write `packets` and the progress fence, publish, ring. Returns the submission's seq.
+        Everything that can refuse happens before any state moves: a refused submission changes nothing
+        (a seq that moved without its fence would make every later synchronize wait forever)."""
+        seq = (self.seq + 1) % (1 << 32)
+        data = [_pack(p) for p in packets + [self._progress_packet(seq)]]
         need = sum(len(d) for d in data) + (0 if self.engine == "compute" else 4 * max(len(d) for d in data) // 4)
         if need > self.ring_size:
-            raise QueueError(f"{self.engine} submission of {need} bytes does not fit in the {self.ring_size}-byte ring")
-        self._reserve(need)
+            raise QueueError(f"{self.engine} submission of {need} bytes does not fit in the {self.ring_size}-byte "
+                             f"ring of {self.device.label}")
+        self._reserve(need)  # may wait (and raise): nothing of this submission is written yet
         for chunk in data:
             self._write(chunk)
-        self.pending.append((self.put, self.seq))
+        self.seq = seq
+        self.pending.append((self.put, seq))
         ctypes.c_uint64.from_address(self.wptr_va).value = self.put // self.unit
         self.device.os.ring_doorbell(self.doorbell, self.put // self.unit)
+        return seq
+
+    def completed(self, seq: int) -> bool:
+        """Whether submission `seq` of this ring has finished (its progress fence landed); seq wraps at 2^32."""
+        done = self.progress.value & 0xFFFFFFFF
+        return (self.seq - seq) % (1 << 32) >= (self.seq - done) % (1 << 32)
 
     def _reserve(self, nbytes: int) -> None:
         while self.put + nbytes - self.reclaimed > self.ring_size:

@@ -7,6 +7,7 @@ and writes them directly (they live in coherent, uncached GTT). Values the GPU w
 from __future__ import annotations
 
 import ctypes
+import numbers
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -15,13 +16,32 @@ if TYPE_CHECKING:
 SIGNAL_SIZE = 16
 VALUE_OFFSET, TIMESTAMP_OFFSET = 0, 8
 TICKS_PER_US = 100  # the GPU reference counter runs at 100 MHz
+SIGNAL_VALUE_LIMIT = 1 << 32  # the GPU writes and compares 32-bit signal values
+
+
+def check_signal_value(value: int, what: str = "signal value") -> int:
+    """`value` if the GPU can write and compare it (0 <= value < 2^32), else ValueError. One rule for
+    new_signal, Signal.value = ..., wait and the queue builders, so no path accepts what another refuses."""
+    if not isinstance(value, numbers.Integral) or not 0 <= value < SIGNAL_VALUE_LIMIT:
+        raise ValueError(f"{what} {value!r} is outside the 32 bits the GPU writes and compares "
+                         f"(0 <= value < 2**32)")
+    return int(value)
 
 
 class Signal:
     def __init__(self, device: "Device", va: int, value: int = 0):
         self.device, self.va = device, va
+        self.freed_at: str | None = None  # where free_signal was called, once it was
+        # engine -> ring submission seq of the last submission naming this signal: the slot may be handed
+        # out again only once those have completed (a queued packet may still write it)
+        self.last_use: dict[str, int] = {}
         self.value = value
         self.timestamp = 0
+
+    def check_live(self) -> "Signal":
+        if self.freed_at is not None:
+            raise ValueError(f"{self!r} of {self.device.label} was freed ({self.freed_at}); it cannot be used")
+        return self
 
     @property
     def value_addr(self) -> int:
@@ -33,19 +53,24 @@ class Signal:
 
     @property
     def value(self) -> int:
+        if self.freed_at is not None:  # never read a freed slot: under the sanitizer its page is unmapped
+            self.check_live()
         return ctypes.c_uint64.from_address(self.value_addr).value
 
     @value.setter
     def value(self, v: int) -> None:
-        ctypes.c_uint64.from_address(self.value_addr).value = v
+        self.check_live()
+        ctypes.c_uint64.from_address(self.value_addr).value = check_signal_value(v)
 
     @property
     def timestamp(self) -> int:
         """Raw 100 MHz GPU ticks written by the last timestamp() command."""
+        self.check_live()
         return ctypes.c_uint64.from_address(self.timestamp_addr).value
 
     @timestamp.setter
     def timestamp(self, v: int) -> None:
+        self.check_live()
         ctypes.c_uint64.from_address(self.timestamp_addr).value = v
 
     @property
@@ -54,7 +79,9 @@ class Signal:
 
     def wait(self, value: int, timeout_ms: int = 30_000) -> None:
         """Until the low 32 bits of the value reach `value` (the GPU compares 32 bits too)."""
-        self.device.wait_signal(self, value, timeout_ms)
+        self.device.wait_signal(self, check_signal_value(value, "wait value"), timeout_ms)
 
     def __repr__(self) -> str:
+        if self.freed_at is not None:
+            return f"Signal(0x{self.va:x}, freed)"
         return f"Signal(0x{self.va:x}, value={self.value})"
