@@ -1,5 +1,8 @@
 """Scalar and vector ALU semantics, as tables of numpy functions keyed by LLVM mnemonic.
 
+Length: the tables hold one entry per implemented ALU opcode with the small helpers their entries use; it is
+the semantic reference of the instruction set and grows with it, so it stays one table.
+
 VALU entries: mnemonic -> (result type, source types, function). The executor reads each source as its type
 (a numpy array broadcastable to [waves, lanes]), calls the function, and writes the result in the
 destination's type. Types: b32 u32 i32 f32, b16 u16 i16 f16, b64 u64 i64 f64 (b = raw bits, unsigned).
@@ -118,6 +121,12 @@ def _mul_hi_i32_i24(a, b):
     return ((s24(a) * s24(b)) >> I64(32)).astype(U32)
 
 
+def saturator(typ: str):
+    """Integer clamp: an exact (int64) result saturated to the range of `typ`."""
+    info = np.iinfo(DTYPES[typ])
+    return lambda v: np.clip(v, info.min, info.max).astype(DTYPES[typ])
+
+
 def _alignbyte(a, b, s):
     return ((a.astype(U64) << U64(32) | b.astype(U64)) >> ((s.astype(U64) & U64(3)) * U64(8))).astype(U32)
 
@@ -206,8 +215,8 @@ def _dot2_f32_f16(a, b, c):
     p = [((x >> U32(s)) & U32(0xFFFF)).astype(U16).view(F16).astype(F64) for x in (a.view(U32), b.view(U32))
          for s in (0, 16)]
     p0, p1 = p[0] * p[2], p[1] * p[3]
-    s01 = fpmath._round_to_odd_sum(p0, p1)  # exact: both products fit 22 bits
-    return fpmath._round_to_odd_sum(s01, c.astype(F64)).astype(F32)
+    s01 = fpmath.round_to_odd_sum(p0, p1)  # exact: both products fit 22 bits
+    return fpmath.round_to_odd_sum(s01, c.astype(F64)).astype(F32)
 
 
 
@@ -488,7 +497,7 @@ def _s64(x):
     return x.view(I64) if x.dtype == U64 else x.astype(I64)
 
 
-def _sadd_i32(a, b):
+def sadd_i32(a, b):
     r = (a + b)
     ov = ((_s32(a) >= 0) == (_s32(b) >= 0)) & ((_s32(r) >= 0) != (_s32(a) >= 0))
     return r, ov
@@ -523,7 +532,7 @@ def _bfe_s(x, spec, signed, bits):
 SALU2 = {  # two sources
     "s_add_u32": lambda a, b: ((a + b), (a.astype(U64) + b) > U64(0xFFFFFFFF)),
     "s_sub_u32": lambda a, b: ((a - b), b > a),
-    "s_add_i32": _sadd_i32, "s_sub_i32": _ssub_i32,
+    "s_add_i32": sadd_i32, "s_sub_i32": _ssub_i32,
     "s_mul_i32": lambda a, b: (a * b, None),
     "s_mul_hi_u32": lambda a, b: (_mul_hi_u32(a, b), None),
     "s_mul_hi_i32": lambda a, b: (_mul_hi_i32(_s32(a), _s32(b)), None),

@@ -38,8 +38,8 @@ from . import lanemem
 from .alu import U16, U32, U64
 from .decoder import Instr
 from .gfx9_names import gfx11_name
-from .memops import _apply_atomics, _atomic_kind, _merge_half, _scatter_dwords
-from .operands import Context, Run, ShaderUnsupported, _advance, ssrc
+from .memops import apply_atomics, atomic_kind, merge_half, scatter_dwords
+from .operands import Context, Run, ShaderUnsupported, advance, ssrc
 
 _LOAD = {"u8": (1, np.uint8), "i8": (1, np.int8), "u16": (2, np.uint16), "i16": (2, np.int16), "b32": (4, None),
          "b64": (8, None), "b96": (12, None), "b128": (16, None)}
@@ -148,7 +148,7 @@ def compile_buffer(instr: Instr, ctx: Context) -> Run:
     if "format" in op:
         raise ctx.unsupported(instr, "typed buffer access (*_format_*: V# format conversion) is not emulated")
     address = _addressing(instr, ctx)
-    space, step, vdata = ctx.space, _advance(instr.size), f["vdata"]
+    space, step, vdata = ctx.space, advance(instr.size), f["vdata"]
     if op.startswith("load_") and op[5:] in _LOAD:
         nbytes, ext = _LOAD[op[5:]]
         ndw = max(1, nbytes // 4)
@@ -161,7 +161,7 @@ def compile_buffer(instr: Instr, ctx: Context) -> Run:
                 vals = data.view(U32).reshape(-1, ndw)
             else:  # 8/16-bit loads zero- or sign-extend to the dword
                 vals = data.view(ext).reshape(-1).astype(np.int64).astype(U32)[:, None]
-            _scatter_dwords(W, w, vdata, lanes, vals)
+            scatter_dwords(W, w, vdata, lanes, vals)
             step(W, w)
         return run
     if op.startswith("load_d16_"):  # into one half of the VGPR, the other half kept
@@ -173,7 +173,7 @@ def compile_buffer(instr: Instr, ctx: Context) -> Run:
             lanes = W.exec_lanes(w)
             addrs, in_range = address(W, w, lanes)
             data = _load(space, addrs, in_range, nbytes)
-            _merge_half(W, w, vdata, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
+            merge_half(W, w, vdata, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
             step(W, w)
         return run
     if op.startswith("store_d16_hi_") or (op.startswith("store_") and op[6:] in _STORE):
@@ -201,10 +201,10 @@ def _compile_atomic(instr: Instr, ctx: Context, op: str, address: Callable) -> R
     f = instr.fields
     if op.startswith("csub"):
         raise ctx.unsupported(instr, "buffer_atomic_csub_u32 is not emulated")
-    fn, dt, size, cmpswap = _atomic_kind(ctx, instr, op)
+    fn, dt, size, cmpswap = atomic_kind(ctx, instr, op)
     ndw = size // 4
     vdata, returns = f["vdata"], bool(f.get("glc", f.get("sc0", 0)))
-    space, step = ctx.space, _advance(instr.size)
+    space, step = ctx.space, advance(instr.size)
 
     def run(W, w):
         lanes = W.exec_lanes(w)
@@ -219,8 +219,8 @@ def _compile_atomic(instr: Instr, ctx: Context, op: str, address: Callable) -> R
             lanemem.check(space, a, size, "write")
             old_of = lambda x: lanemem.load(space, x, size).view(dt).reshape(-1)
             write = lambda x, v: lanemem.store(space, x, np.ascontiguousarray(v).view(np.uint8).reshape(-1, size))
-            rets[ok] = _apply_atomics(old_of, write, a, vals[ok], cmps[ok], fn, dt, cmpswap)
+            rets[ok] = apply_atomics(old_of, write, a, vals[ok], cmps[ok], fn, dt, cmpswap)
         if returns:
-            _scatter_dwords(W, w, vdata, lanes, np.ascontiguousarray(rets).view(U32).reshape(-1, ndw))
+            scatter_dwords(W, w, vdata, lanes, np.ascontiguousarray(rets).view(U32).reshape(-1, ndw))
         step(W, w)
     return run

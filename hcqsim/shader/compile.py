@@ -21,7 +21,8 @@ from .matrix import acc_operands, compile_matrix
 from .memops import compile_ds, compile_flat, compile_mubuf, compile_smem
 from .operands import Context, Run, ShaderFault, ShaderUnsupported
 from .salu import compile_sop1, compile_sop2, compile_sopc, compile_sopk, compile_sopp
-from .valu import compile_valu, compile_vop3p, compile_vopd
+from .packed import compile_vop3p
+from .valu import compile_valu, compile_vopd
 
 # ---------------------------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engines.dispatch import Dispatch
+from ..engines.queue import RunawayStop
 from ..errors import EngineError, UnsupportedError, VMFaultError
 from ..registers import RSRC2
 from . import fpmode
@@ -30,6 +31,28 @@ SCRATCH_GRANULE = {"gfx1100": (256, 0x7FFF), "gfx942": (1024, 0x1FFF)}  # TMPRIN
 BATCH_BYTES = 48 << 20  # VGPR state per batch of workgroups
 MAX_WAVE_STEPS = 200_000_000  # wave-instructions per dispatch before the kernel is declared runaway
 FETCH_BYTES = 16
+_ENDPGM = {"gfx1100": b"\x00\x00\xb0\xbf", "gfx942": b"\x00\x00\x81\xbf"}  # s_endpgm: a kernel that does nothing
+
+
+def _group_ids(groups: tuple[int, int, int], first: int, n: int) -> np.ndarray:
+    """int64 [n, 3] ids of the workgroups first .. first + n - 1 in the order the CP walks them (x fastest).
+    The linear index may exceed int64, so only the batch's offsets from its first group are numpy values."""
+    gx, gy, _ = groups
+    x0, rest = divmod(first, gx)[::-1]
+    y0, z0 = rest % gy, rest // gy
+    local = np.arange(n, dtype=np.int64) + x0
+    ylin = local // gx + y0
+    return np.stack([local % gx, ylin % gy, ylin // gy + z0], axis=1)
+
+
+def _thread_layout(size: np.ndarray, wpg: int, lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """VGPR0 (x | y << 10 | z << 20) and the valid lanes, [wpg, lanes] each, of the waves of one workgroup of
+    `size` (x, y, z) threads: thread t of the group is lane t % lanes of wave t // lanes."""
+    t = np.arange(wpg * lanes, dtype=np.int64).reshape(wpg, lanes)
+    sx, sy = size[0], size[1]
+    valid = t < size.prod()
+    ids = np.where(valid, t % sx | (t // sx) % sy << 10 | t // (sx * sy) << 20, 0).astype(np.uint32)
+    return ids, valid
 
 
 class ShaderCore:
@@ -52,8 +75,13 @@ class ShaderCore:
         vgprs = ((d.rsrc1 & 0x3F) + 1) * VGPR_GRANULE[self.arch][lanes]
         group_threads = d.group_size[0] * d.group_size[1] * d.group_size[2]
         waves_per_group = -(-group_threads // lanes)
-        gz, gy, gx = np.meshgrid(*(np.arange(n, dtype=np.int64) for n in reversed(d.groups)), indexing="ij")
-        groups = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], axis=1)  # x fastest, as the CP walks them
+        n_groups = d.groups[0] * d.groups[1] * d.groups[2]  # a Python int: 32-bit dims multiply past int64
+        budget = getattr(queue, "wave_budget", None)  # the queue's runaway bound left in this progress point
+        if budget is not None and n_groups * waves_per_group > budget:  # refused whole: no partial effects
+            raise RunawayStop(f"DISPATCH_DIRECT of {d.groups} workgroups ({n_groups * waves_per_group} waves) of "
+                              f"the kernel at 0x{self.gpu.canonical(d.pgm_addr):x}: more than the {budget} waves "
+                              f"the runaway bound leaves this queue in this progress point (EmulatedGPU("
+                              f"max_packets_per_run=...))")
         per_wave = vgprs * lanes * 4 + 1024
         batch_groups = max(1, BATCH_BYTES // (per_wave * waves_per_group))
         scratch = self._scratch(d, rsrc2, self.arch)
@@ -62,24 +90,35 @@ class ShaderCore:
             if waves_per_group > scratch[2]:
                 raise ShaderFault(f"a workgroup of {waves_per_group} waves needs more scratch slots than "
                                   f"COMPUTE_TMPRING_SIZE.WAVES = {scratch[2]}")
-        ctx = Context(lanes, vgprs, self.gpu.memory, f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}", self.arch,
-                      ieee=bool(d.rsrc1 >> 23 & 1), dx10_clamp=bool(d.rsrc1 >> 21 & 1))  # RSRC1 IEEE_MODE, DX10_CLAMP
-        if self.arch == "gfx942":  # AccVGPRs follow the architectural VGPRs: RSRC3.ACCUM_OFFSET, in 4-register units
-            ctx.accum_offset = min(vgprs, ((d.rsrc3 & 0x3F) + 1) * 4)
-        total_waves = 0
-        for start in range(0, len(groups), batch_groups):
-            batch = groups[start:start + batch_groups]
-            W = self._launch(d, rsrc2, batch, lanes, vgprs, waves_per_group)
-            if scratch is not None:  # wave slot i owns [base + i * wavesize, + wavesize), lanes side by side
-                W.scratch_base = scratch[0] + np.arange(W.n, dtype=np.uint64) * np.uint64(scratch[1])
-                W.scratch_lane = scratch[1] // lanes
-            self._run(W, d, ctx)
-            total_waves += W.n
+        if self.gpu.memory.read(d.pgm_addr, 4) == _ENDPGM[self.arch]:  # an empty kernel: its waves only end
+            total_waves = n_groups * waves_per_group
+            self.stats["wave_instructions"] += total_waves
+            self.stats["lane_instructions"] += total_waves * lanes
+        else:
+            total_waves = self._batches(d, rsrc2, scratch, lanes, vgprs, waves_per_group, n_groups, batch_groups)
         self.stats["dispatches"] += 1
         self.stats["waves"] += total_waves
         self.gpu.trace.append((self.gpu.clock, queue.name, "dispatch",
                                f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}: groups {d.groups} of "
                                f"{d.group_size}, {total_waves} wave{lanes}s"))
+        return total_waves
+
+    def _batches(self, d: Dispatch, rsrc2: dict, scratch, lanes: int, vgprs: int, wpg: int, n_groups: int,
+                 batch_groups: int) -> int:
+        """Launch and run the workgroups batch by batch (memory bounded by the batch, never by the grid)."""
+        ctx = Context(lanes, vgprs, self.gpu.memory, f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}", self.arch,
+                      ieee=bool(d.rsrc1 >> 23 & 1), dx10_clamp=bool(d.rsrc1 >> 21 & 1))  # RSRC1 IEEE_MODE, DX10_CLAMP
+        if self.arch == "gfx942":  # AccVGPRs follow the architectural VGPRs: RSRC3.ACCUM_OFFSET, in 4-register units
+            ctx.accum_offset = min(vgprs, ((d.rsrc3 & 0x3F) + 1) * 4)
+        total_waves = 0
+        for start in range(0, n_groups, batch_groups):
+            batch = _group_ids(d.groups, start, min(batch_groups, n_groups - start))
+            W = self._launch(d, rsrc2, batch, lanes, vgprs, wpg)
+            if scratch is not None:  # wave slot i owns [base + i * wavesize, + wavesize), lanes side by side
+                W.scratch_base = scratch[0] + np.arange(W.n, dtype=np.uint64) * np.uint64(scratch[1])
+                W.scratch_lane = scratch[1] // lanes
+            self._run(W, d, ctx)
+            total_waves += W.n
         return total_waves
 
     @staticmethod
@@ -118,16 +157,22 @@ class ShaderCore:
             if rsrc2[key]:
                 W.s[:, sgpr] = (gids[:, dim] + d.start[dim]).astype(np.uint32)
                 sgpr += 1
-        # the threads of each workgroup (a trailing partial group is smaller)
-        last = gids == np.array(d.groups, np.int64) - 1
+        # the threads of each workgroup: every full group has one layout, computed once and tiled; only groups
+        # last in a dimension with a trailing partial group are smaller (at most 7 other layouts)
+        full = np.array(d.group_size, np.int64)
+        ids, valid = _thread_layout(full, wpg, lanes)
+        W.v[:, 0] = np.tile(ids, (len(batch), 1))
+        valid = np.tile(valid, (len(batch), 1))
         partial = np.array(d.partial_size, np.int64)
-        sizes = np.where(last & (partial > 0), partial, np.array(d.group_size, np.int64))
-        wave_in_group = np.tile(np.arange(wpg), len(batch))
-        t = wave_in_group[:, None] * lanes + np.arange(lanes)[None, :]  # linear thread id in the group
-        sx, sy = sizes[:, 0:1], sizes[:, 1:2]
-        x, y, z = t % sx, (t // sx) % sy, t // (sx * sy)
-        valid = t < sizes.prod(axis=1)[:, None]
-        W.v[:, 0] = np.where(valid, x | y << 10 | z << 20, 0).astype(np.uint32)
+        short = (batch == np.array(d.groups, np.int64) - 1) & (partial > 0)  # [groups, 3]
+        odd = np.nonzero(short.any(axis=1))[0]
+        if odd.size:
+            for pattern in np.unique(short[odd], axis=0):
+                members = odd[(short[odd] == pattern).all(axis=1)]
+                rows = (members[:, None] * wpg + np.arange(wpg)).ravel()
+                ids, ok = _thread_layout(np.where(pattern, partial, full), wpg, lanes)
+                W.v[rows, 0] = np.tile(ids, (len(members), 1))
+                valid[rows] = np.tile(ok, (len(members), 1))
         W.set_mask(slice(None), EXEC, valid)
         W.pc[:] = d.pgm_addr
         W.set_mode(slice(None), fpmode.initial_mode(d.rsrc1))  # denormal modes are emulated (fpmode)

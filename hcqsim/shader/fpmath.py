@@ -84,7 +84,7 @@ def fp_class(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
 # fused multiply-add
 
 
-def _round_to_odd_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def round_to_odd_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """x + y in float64 rounded to odd: exact sums unchanged, inexact ones land on the neighbour whose last
     mantissa bit is 1. Non-finite sums are returned as rounded."""
     s = x + y
@@ -105,7 +105,7 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         if dt == F64:
             return _fma64(a.astype(F64), b.astype(F64), c.astype(F64))
         p = a.astype(F64) * b.astype(F64)  # exact: at most 48 significant bits, no under/overflow
-        r = _round_to_odd_sum(p, c.astype(F64))
+        r = round_to_odd_sum(p, c.astype(F64))
         return r.astype(dt)
 
 
@@ -129,7 +129,7 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     th = c + p
     bv = th - c
     tl = (c - (th - bv)) + (p - bv)  # c + p == th + tl
-    v = _round_to_odd_sum(tl, e)  # the two low parts, rounded to odd
+    v = round_to_odd_sum(tl, e)  # the two low parts, rounded to odd
     result = th + v
     result = np.where(result == 0, th, result)  # an exact zero takes its sign from the plain sum (-0 + -0)
     ea, eb = exponent(a), exponent(b)
@@ -310,7 +310,7 @@ def div_fmas(a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np
                 i = tuple(i) if r.ndim else ()
                 scaled[i] = fma_exact(float(a[i]), float(b[i]), float(c[i]), int(scale[i]))
         else:  # the odd-rounded float64 sum is scaled exactly, then rounded once to f16/f32
-            odd = _round_to_odd_sum(a.astype(F64) * b.astype(F64), c.astype(F64))
+            odd = round_to_odd_sum(a.astype(F64) * b.astype(F64), c.astype(F64))
             scaled = np.ldexp(odd, scale).astype(dt)
     return np.where(vcc, scaled, r)
 

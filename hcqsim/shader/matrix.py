@@ -43,7 +43,7 @@ import numpy as np
 
 from .alu import F32, F64, U16, U32
 from .decoder import Instr
-from .operands import Context, Run, ShaderFault, _advance, vsrc
+from .operands import Context, Run, ShaderFault, advance, vsrc
 from . import formats as fm
 
 _MFMA_RE = re.compile(r"v_mfma_(f32|i32)_(\d+)x(\d+)x(\d+)(?:_(\d+)b)?_(f32|f16|bf16|i8)")
@@ -138,7 +138,7 @@ def _compile_move(instr: Instr, ctx: Context) -> Run:
             raise ctx.unsupported(instr, f"writes v{dst}, beyond the {accum_offset(ctx)} architectural VGPRs")
     else:
         dst = agpr(ctx, instr, dst)
-    step = _advance(instr.size)
+    step = advance(instr.size)
 
     def run(W, w):
         lanes = W.exec_lanes(w)
@@ -248,7 +248,7 @@ def _compile_mfma(instr: Instr, ctx: Context) -> Run:
     write_d = _block_writer(ctx, instr, f["vdst"], nd, bool(f["acc_cd"]))
     (al, ae), (bl, be), (dl, dr) = mfma_layout(m, n, k, blocks)
     c_t = "i32" if out_t == "i32" else "f32"
-    check, step = _full_exec(instr, ctx), _advance(instr.size)
+    check, step = _full_exec(instr, ctx), advance(instr.size)
 
     def run(W, w):
         lanes = W.exec_lanes(w)
@@ -309,7 +309,7 @@ def _compile_wmma(instr: Instr, ctx: Context) -> Run:
     read_c = _block_reader(ctx, instr, f["src2"], n_cd, False)
     write_d = _block_writer(ctx, instr, f["vdst"], n_cd, False)
     rows, cols = wmma_layout(ctx.lanes)
-    check, step = _full_exec(instr, ctx), _advance(instr.size)
+    check, step = _full_exec(instr, ctx), advance(instr.size)
     c_is_const = f["src2"] < fm.VGPR_BASE
     if c_is_const and half_out and f["src2"] != fm.INLINE_INT_ZERO:
         raise ctx.unsupported(instr, "a 16-bit-result WMMA with a non-zero constant C is not emulated")

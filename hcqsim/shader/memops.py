@@ -10,12 +10,12 @@ import numpy as np
 from . import lanemem
 from .alu import F32, U16, U32, U64
 from .decoder import Instr, sext
-from .operands import SHARED_APERTURE, Context, Run, ShaderFault, _advance
+from .operands import SHARED_APERTURE, Context, Run, ShaderFault, advance
 from .waves import EXEC, Waves
 
 def compile_smem(instr: Instr, ctx: Context) -> Run:
     f, name = instr.fields, instr.mnemonic
-    step = _advance(instr.size)
+    step = advance(instr.size)
     if name in ("s_dcache_inv", "s_gl1_inv", "s_icache_inv"):
         return step
     if not name.startswith("s_load_b"):
@@ -94,7 +94,7 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
     op = name[len(prefix):]
     address = _scratch_address(instr, ctx) if instr.family == "SCRATCH" else _flat_address(instr, ctx)
     space = ctx.space
-    step = _advance(instr.size)
+    step = advance(instr.size)
     flat = instr.family == "FLAT"
     if op.startswith("load_") and op[5:] in _LOAD:
         nbytes, ext = _LOAD[op[5:]]
@@ -102,9 +102,9 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
 
         def to_vgprs(W, w, lanes, data):
             if ext is None:
-                _scatter_dwords(W, w, dst, lanes, data.view(U32).reshape(-1, ndw))
+                scatter_dwords(W, w, dst, lanes, data.view(U32).reshape(-1, ndw))
             else:  # 8/16-bit loads zero- or sign-extend to the whole dword
-                _scatter_dwords(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U32)[:, None])
+                scatter_dwords(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U32)[:, None])
         return _load_run(address, flat, space, step, nbytes, to_vgprs)
     if op.startswith("load_d16_"):  # 8/16-bit load into one half of the VGPR, the other half kept
         kind = op[len("load_d16_"):]
@@ -113,7 +113,7 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
         dst = f["vdst"]
 
         def to_half(W, w, lanes, data):
-            _merge_half(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
+            merge_half(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
         return _load_run(address, flat, space, step, nbytes, to_half)
     if op.startswith("store_d16_hi_"):
         nbytes = {"b8": 1, "b16": 2}[op[len("store_d16_hi_"):]]
@@ -161,7 +161,7 @@ def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Ca
     return run
 
 
-def _scatter_dwords(W: Waves, w, dst: int, lanes: np.ndarray, values: np.ndarray) -> None:
+def scatter_dwords(W: Waves, w, dst: int, lanes: np.ndarray, values: np.ndarray) -> None:
     """Write [active, ndw] dwords to VGPRs dst.. of the active lanes."""
     for i in range(values.shape[1]):
         full = W.v[w, dst + i]
@@ -169,7 +169,7 @@ def _scatter_dwords(W: Waves, w, dst: int, lanes: np.ndarray, values: np.ndarray
         W.v[w, dst + i] = full
 
 
-def _merge_half(W: Waves, w, dst: int, lanes: np.ndarray, vals16: np.ndarray, hi: bool) -> None:
+def merge_half(W: Waves, w, dst: int, lanes: np.ndarray, vals16: np.ndarray, hi: bool) -> None:
     """Write 16-bit values [active] into the low or high half of VGPR dst, keeping the other half."""
     full = W.v[w, dst]
     old = full[lanes]
@@ -214,7 +214,7 @@ _ATOMIC_FNS = {
 }
 
 
-def _atomic_kind(ctx: Context, instr: Instr, op: str):
+def atomic_kind(ctx: Context, instr: Instr, op: str):
     """(function, dtype, width bytes, compare-swap?) of an atomic op name like add_u32 / cmpswap_b64 / add_f32."""
     base, _, typ = op.rpartition("_")
     dt = {"u32": U32, "i32": np.int32, "b32": U32, "f32": F32, "u64": U64, "i64": np.int64, "b64": U64}.get(typ)
@@ -229,7 +229,7 @@ def _atomic_kind(ctx: Context, instr: Instr, op: str):
     return fn, dt, np.dtype(dt).itemsize, False
 
 
-def _apply_atomics(old_of, write, addrs, srcs, cmps, fn, dt, cmpswap):
+def apply_atomics(old_of, write, addrs, srcs, cmps, fn, dt, cmpswap):
     """Apply per-lane atomics in lane order (lanes on the same address see each other); returns pre-op values."""
     uniq, first = np.unique(addrs, return_index=True)
     rets = np.empty(addrs.size, dt)
@@ -252,11 +252,11 @@ def _apply_atomics(old_of, write, addrs, srcs, cmps, fn, dt, cmpswap):
 
 def _compile_global_atomic(instr: Instr, ctx: Context, op: str, address: Callable) -> Run:
     f = instr.fields
-    fn, dt, size, cmpswap = _atomic_kind(ctx, instr, op)
+    fn, dt, size, cmpswap = atomic_kind(ctx, instr, op)
     ndw = size // 4
     src, dst, returns = f["data"], f["vdst"], bool(f["glc"])
     space = ctx.space
-    step = _advance(instr.size)
+    step = advance(instr.size)
     if instr.family == "FLAT":
         raise ctx.unsupported(instr, "flat atomics are not emulated (use global)")
 
@@ -270,10 +270,10 @@ def _compile_global_atomic(instr: Instr, ctx: Context, op: str, address: Callabl
             lanemem.check(space, addrs, size, "write")
         old_of = lambda a: lanemem.load(space, a, size).view(dt).reshape(-1)
         write = lambda a, v: lanemem.store(space, a, np.ascontiguousarray(v).view(np.uint8).reshape(-1, size))
-        rets = _apply_atomics(old_of, write, addrs, vals, cmps, fn, dt, cmpswap) if addrs.size else \
+        rets = apply_atomics(old_of, write, addrs, vals, cmps, fn, dt, cmpswap) if addrs.size else \
             np.zeros(0, dt)
         if returns:
-            _scatter_dwords(W, w, dst, lanes, np.ascontiguousarray(rets).view(U32).reshape(-1, ndw))
+            scatter_dwords(W, w, dst, lanes, np.ascontiguousarray(rets).view(U32).reshape(-1, ndw))
         step(W, w)
     return run
 
@@ -310,7 +310,7 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
     op = name[len("ds_"):]
     addr_reg, d0, d1, dst = f["addr"], f["data0"], f["data1"], f["vdst"]
     off0, off1 = f["offset0"], f["offset1"]
-    step = _advance(instr.size)
+    step = advance(instr.size)
 
     def lane_groups(W, w, lanes):
         g = W.group if isinstance(w, slice) else W.group[w]
@@ -332,7 +332,7 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
                 g, a = lane_groups(W, w, lanes), addresses(W, w, lanes)
                 first = _lds_load(W, g, a + off0 * scale, width).view(U32).reshape(-1, ndw)
                 second = _lds_load(W, g, a + off1 * scale, width).view(U32).reshape(-1, ndw)
-                _scatter_dwords(W, w, dst, lanes, np.concatenate([first, second], axis=1))
+                scatter_dwords(W, w, dst, lanes, np.concatenate([first, second], axis=1))
                 step(W, w)
             return run
 
@@ -355,7 +355,7 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
             def run(W, w):
                 lanes = W.exec_lanes(w)
                 data = _lds_load(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, nbytes)
-                _merge_half(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
+                merge_half(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
                 step(W, w)
             return run
 
@@ -378,7 +378,7 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
                 vals = data.view(dt).reshape(-1).astype(np.int64).astype(U32)[:, None]
             else:
                 vals = data.view(U32).reshape(-1, ndw)
-            _scatter_dwords(W, w, dst, lanes, vals)
+            scatter_dwords(W, w, dst, lanes, vals)
             step(W, w)
         return run
     if op.startswith("store_") and op[6:] in _DS_STORE:
@@ -417,10 +417,10 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
         old_of = lambda fa: _lds_load(W, fa // W.lds.shape[1], fa % W.lds.shape[1], size).view(dt).reshape(-1)
         write = lambda fa, v: _lds_store(W, fa // W.lds.shape[1], fa % W.lds.shape[1],
                                          np.ascontiguousarray(np.asarray(v, dt)).view(np.uint8).reshape(-1, size))
-        rets = _apply_atomics(old_of, write, flat_addr, vals, cmps, fn, dt, cmpswap) if flat_addr.size else \
+        rets = apply_atomics(old_of, write, flat_addr, vals, cmps, fn, dt, cmpswap) if flat_addr.size else \
             np.zeros(0, dt)
         if returns:
-            _scatter_dwords(W, w, dst, lanes, np.ascontiguousarray(rets).view(U32).reshape(-1, ndw))
+            scatter_dwords(W, w, dst, lanes, np.ascontiguousarray(rets).view(U32).reshape(-1, ndw))
         step(W, w)
     return run
 
@@ -444,7 +444,7 @@ def _compile_lane_shuffle(instr: Instr, ctx: Context, op: str) -> Run:
     f = instr.fields
     addr_reg, d0, dst = f["addr"], f["data0"], f["vdst"]
     offset = f["offset0"] | f["offset1"] << 8
-    step = _advance(instr.size)
+    step = advance(instr.size)
     pattern = _swizzle_sources(offset, ctx.lanes) if op == "swizzle_b32" else None
     if op == "swizzle_b32" and pattern is None:
         raise ctx.unsupported(instr, f"ds_swizzle_b32 offset 0x{offset:x} (FFT/rotate modes) is not emulated")
@@ -472,6 +472,6 @@ def _compile_lane_shuffle(instr: Instr, ctx: Context, op: str) -> Run:
 
 def compile_mubuf(instr: Instr, ctx: Context) -> Run:
     if instr.mnemonic in ("buffer_gl0_inv", "buffer_gl1_inv"):  # cache invalidates: memory is coherent here
-        return _advance(instr.size)
+        return advance(instr.size)
     from .buffer import compile_buffer  # buffer.py builds on this module's helpers
     return compile_buffer(instr, ctx)

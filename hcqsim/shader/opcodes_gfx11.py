@@ -1,5 +1,8 @@
 """gfx11 (RDNA3, gfx1100) opcode tables: per family, opcode -> (mnemonic, operand shape).
 
+Length: one table entry per opcode of the instruction set (data, not logic), so the file is as long as the
+ISA; splitting it by family would only scatter the table.
+
 Every entry was derived from LLVM's AMDGPU assembler (LLVM 22): each mnemonic LLVM accepts for gfx1100 was
 assembled and its opcode field read back; tests/test_shader_decoder.py re-checks every entry against the
 assembler (mnemonic, opcode, size and printed text). Mnemonics are LLVM's base names without the _e32 / _e64

@@ -1,5 +1,8 @@
 """gfx942 (CDNA3, GFX9 encodings) opcode tables: per family, opcode -> (mnemonic, operand shape).
 
+Length: one table entry per opcode of the instruction set (data, not logic), so the file is as long as the
+ISA; splitting it by family would only scatter the table.
+
 The gfx942 counterpart of `opcodes_gfx11`, with the same conventions. Every entry was derived from LLVM's AMDGPU
 tools: each opcode of each family was disassembled (LLVM 19's llvm-mc for gfx942, for the candidate names) and the
 text assembled back with LLVM 22's assembler for gfx942, which fixed the mnemonic (its canonical spelling) and the

@@ -150,7 +150,7 @@ _SIGN = {16: U16(0x8000), 32: U32(0x80000000), 64: U64(0x8000000000000000)}
 _BITS = {16: U16, 32: U32, 64: U64}
 
 
-def _modifiers(read: Callable, typ: str, abs_: bool, neg: bool) -> Callable:
+def source_modifiers(read: Callable, typ: str, abs_: bool, neg: bool) -> Callable:
     """Source modifiers: |x| and -x on float operands; on raw-bit operands (v_cndmask_b32, v_mov) the same
     operations on the sign bit, as the hardware applies them. Integer operands take none (callers refuse
     modifier bits on them: `check_no_int_modifiers`)."""
@@ -210,7 +210,7 @@ def vdst_writer(ctx: Context, instr: Instr, reg: int, typ: str, hi: bool = False
     return write32
 
 
-def _float_post(typ: str, clamp: int, omod: int, dx10_clamp: bool = True) -> Callable | None:
+def float_post(typ: str, clamp: int, omod: int, dx10_clamp: bool = True) -> Callable | None:
     """Output modifiers of float results: omod scales by 2, 4 or 0.5, then clamp to [0, 1] (a NaN clamps to
     0 in DX10 mode, and stays NaN otherwise)."""
     if not typ.startswith("f") or not (clamp or omod):
@@ -228,7 +228,7 @@ def _float_post(typ: str, clamp: int, omod: int, dx10_clamp: bool = True) -> Cal
     return post
 
 
-def _advance(size: int):
+def advance(size: int):
     s = np.int64(size)
     def step(W, w):
         W.pc[w] += s
@@ -277,13 +277,13 @@ def sdst_writer(ctx: Context, instr: Instr, reg: int, dwords: int) -> Callable:
     return write32
 
 
-def _shape(instr: Instr) -> list[int]:
+def operand_shape(instr: Instr) -> list[int]:
     """Operand widths in dwords from the opcode table's shape "D:S0,S1"."""
     shape = instr.shape or "1:1,1"
     dst, _, srcs = shape.partition(":")
     return [int(dst or 0)] + [int(x) if x.isdigit() else 1 for x in srcs.split(",") if x]
 
 
-def _set_scc(W, w, scc):
+def set_scc(W, w, scc):
     if scc is not None:
         W.scc[w] = np.asarray(scc).astype(bool)

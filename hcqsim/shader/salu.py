@@ -9,7 +9,7 @@ from . import alu, fpmode
 from . import formats as fm
 from .alu import U32, U64
 from .decoder import Instr, sext
-from .operands import Context, Run, _advance, _set_scc, _shape, sdst_writer, ssrc
+from .operands import Context, Run, advance, set_scc, operand_shape, sdst_writer, ssrc
 from .waves import EXEC, VCC
 
 def _salu_run(fn: Callable, sources: tuple, write: Callable, step: Callable) -> Run:
@@ -17,17 +17,17 @@ def _salu_run(fn: Callable, sources: tuple, write: Callable, step: Callable) -> 
     def run(W, w):
         r, scc = fn(*[src(W, w) for src in sources])
         write(W, w, r)
-        _set_scc(W, w, scc)
+        set_scc(W, w, scc)
         step(W, w)
     return run
 
 
 def compile_sop2(instr: Instr, ctx: Context) -> Run:
     f, name = instr.fields, instr.mnemonic
-    d, s0w, s1w = (_shape(instr) + [1, 1, 1])[:3]
+    d, s0w, s1w = (operand_shape(instr) + [1, 1, 1])[:3]
     a, b = ssrc(ctx, instr, f["ssrc0"], s0w), ssrc(ctx, instr, f["ssrc1"], s1w)
     write = sdst_writer(ctx, instr, f["sdst"], d)
-    step = _advance(instr.size)
+    step = advance(instr.size)
     if name in ("s_cselect_b32", "s_cselect_b64"):
         def run(W, w):
             write(W, w, np.where(W.scc[w], a(W, w), b(W, w)))
@@ -49,8 +49,8 @@ def compile_sop2(instr: Instr, ctx: Context) -> Run:
 
 def compile_sop1(instr: Instr, ctx: Context) -> Run:
     f, name = instr.fields, instr.mnemonic
-    d, s0w = (_shape(instr) + [1, 1])[:2]
-    step = _advance(instr.size)
+    d, s0w = (operand_shape(instr) + [1, 1])[:2]
+    step = advance(instr.size)
     if name.endswith("_saveexec_b32") or name.endswith("_saveexec_b64"):
         op = name[2:name.index("_saveexec")]
         fn = alu.SAVEEXEC.get(op)
@@ -115,7 +115,7 @@ def compile_sop1(instr: Instr, ctx: Context) -> Run:
 def compile_sopc(instr: Instr, ctx: Context) -> Run:
     f, name = instr.fields, instr.mnemonic
     parts = name.split("_")  # s_cmp_eq_u32, s_bitcmp1_b32
-    step = _advance(instr.size)
+    step = advance(instr.size)
     if parts[1] in ("bitcmp0", "bitcmp1"):
         wide = parts[2] == "b64"
         a, b = ssrc(ctx, instr, f["ssrc0"], 2 if wide else 1), ssrc(ctx, instr, f["ssrc1"], 1)
@@ -144,7 +144,7 @@ def compile_sopk(instr: Instr, ctx: Context) -> Run:
     f, name = instr.fields, instr.mnemonic
     imm = sext(f["simm16"], 16)
     reg = f["sdst"]
-    step = _advance(instr.size)
+    step = advance(instr.size)
     if name.startswith("s_waitcnt") or name == "s_version":
         return step
     if name == "s_movk_i32":
@@ -162,7 +162,7 @@ def compile_sopk(instr: Instr, ctx: Context) -> Run:
     if name == "s_addk_i32":
         c = U32(imm & 0xFFFFFFFF)
         def run(W, w):
-            r, ov = alu._sadd_i32(W.s[w, reg], c)
+            r, ov = alu.sadd_i32(W.s[w, reg], c)
             W.s[w, reg] = r
             W.scc[w] = ov
             step(W, w)
@@ -224,7 +224,7 @@ _NOP_SOPP = {"s_nop", "s_waitcnt", "s_delay_alu", "s_clause", "s_set_inst_prefet
 def compile_sopp(instr: Instr, ctx: Context) -> Run:
     name = instr.mnemonic
     imm = instr.fields["simm16"]
-    step = _advance(instr.size)
+    step = advance(instr.size)
     if name in _NOP_SOPP:
         return step
     if name == "s_endpgm":

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alu, dpp, fpmode, matrix, sdwa
+from . import alu, crosslane, dpp, fpmode, matrix, sdwa
 from . import formats as fm
 from . import formats_gfx9 as fg9
-from .alu import DTYPES, F16, F32, F64, U16, U32, U64, WIDTH
+from .alu import DTYPES, U16, U32, U64, WIDTH
 from . import fpmath
 from .decoder import Instr
-from .operands import (Context, Run, _advance, _float_post, _modifiers, check_no_int_modifiers, true16,
+from .operands import (Context, Run, advance, float_post, source_modifiers, check_no_int_modifiers, true16,
                        vdst_writer, vsrc)
 from .waves import EXEC, VCC
 
@@ -81,17 +81,17 @@ def compile_valu(instr: Instr, ctx: Context) -> Run:
     write = _result_writer(instr, ctx, name, out_t)
     vop3 = fam in ("VOP3", "VOP3SD")
     clamp = f.get("clamp", 0) if vop3 else 0
-    post = _float_post(out_t, clamp, f.get("omod", 0), ctx.dx10_clamp) if vop3 else None
+    post = float_post(out_t, clamp, f.get("omod", 0), ctx.dx10_clamp) if vop3 else None
     saturate = None
     if clamp and not out_t.startswith("f"):
         if name not in SATURATING:
             raise ctx.unsupported(instr, "integer clamp on an operation without a saturating form")
-        saturate = _saturator(out_t)
+        saturate = alu.saturator(out_t)
     variant = fpmath.minmax_family(name, ctx.ieee, ctx.true16)  # IEEE mode and the RDNA / CDNA NaN order
     if variant is not None:
         fn = variant
     dt = DTYPES[out_t]
-    step = _advance(instr.size)
+    step = advance(instr.size)
     gather = _with_dpp(plan, readers, lambda W, w: W.exec_lanes(w))
 
     flush_in, flush_out = _flushes(name, in_ts, out_t)
@@ -144,11 +144,6 @@ _LITERAL_K = {"v_fmaak_f32": 2, "v_fmaak_f16": 2, "v_fmamk_f32": 1, "v_fmamk_f16
 _OPSEL_SHIFT_AMOUNT = frozenset({"v_alignbit_b32", "v_alignbyte_b32"})  # op_sel[2]: src2 from its high half
 
 
-def _saturator(out_t: str):
-    info = np.iinfo(DTYPES[out_t])
-    return lambda v: np.clip(v, info.min, info.max).astype(DTYPES[out_t])
-
-
 def _readers(instr: Instr, ctx: Context, name: str, in_ts, srcs: list[int], plan) -> list:
     """Readers of a VALU instruction's sources with their modifiers: true16 halves (e32), op_sel halves
     (VOP3), neg/abs from VOP3 or the DPP control, the accumulator of v_fmac/v_mac, the literal K of
@@ -186,7 +181,7 @@ def _readers(instr: Instr, ctx: Context, name: str, in_ts, srcs: list[int], plan
             readers.append(lambda W, w, r=r: np.asarray(r(W, w)).astype(U32))
             continue
         r = vsrc(ctx, instr, code, typ, hi=hi)
-        readers.append(_modifiers(r, typ, bool(abs_bits >> i & 1), bool(neg_bits >> i & 1)))
+        readers.append(source_modifiers(r, typ, bool(abs_bits >> i & 1), bool(neg_bits >> i & 1)))
     return readers
 
 
@@ -223,11 +218,11 @@ def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
         raw = vsrc(ctx, instr, code, "b32")
         sel, sext = f.get(f"src{i}_sel", 6), bool(f.get(f"src{i}_sext", 0))
         abs_, neg = bool(f.get(f"src{i}_abs", 0)), bool(f.get(f"src{i}_neg", 0))
-        readers.append(_modifiers(lambda W, w, r=raw, s=sel, x=sext, t=typ: _as_type(sdwa.select(r(W, w), s, x), t),
+        readers.append(source_modifiers(lambda W, w, r=raw, s=sel, x=sext, t=typ: _as_type(sdwa.select(r(W, w), s, x), t),
                                   typ, abs_, neg))
     if takes_vcc:  # v_cndmask_b32_sdwa: the lane mask is VCC
         readers.append(lambda W, w: W.lanes_of(w, VCC))
-    step = _advance(instr.size)
+    step = advance(instr.size)
     if cmp is not None:
         typ, pred, writes_exec = cmp
         dst = VCC if not f.get("sd") else f["sdst"]
@@ -244,12 +239,12 @@ def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
     dst = f["vdst"]
     if dst >= ctx.vgprs:
         raise ctx.unsupported(instr, f"writes v{dst}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
-    post = _float_post(out_t, f.get("clamp", 0), f.get("omod", 0), ctx.dx10_clamp)
+    post = float_post(out_t, f.get("clamp", 0), f.get("omod", 0), ctx.dx10_clamp)
     saturate = None
     if f.get("clamp", 0) and not out_t.startswith("f"):
         if name not in SATURATING:
             raise ctx.unsupported(instr, "integer clamp on an operation without a saturating form")
-        saturate = _saturator(out_t)
+        saturate = alu.saturator(out_t)
     dst_sel, unused = f["dst_sel"], f["dst_unused"]
 
     def run(W, w):
@@ -302,10 +297,10 @@ def _compile_vcmp(instr: Instr, ctx: Context, typ: str, pred, writes_exec: bool,
             hi = bool(opsel >> i & 1)
             if hi and WIDTH[t] != 16:
                 raise ctx.unsupported(instr, f"op_sel on 32-bit source {i}")
-        readers.append(_modifiers(vsrc(ctx, instr, code, t, hi), t, bool(abs_bits >> i & 1), bool(neg_bits >> i & 1)))
+        readers.append(source_modifiers(vsrc(ctx, instr, code, t, hi), t, bool(abs_bits >> i & 1), bool(neg_bits >> i & 1)))
     dst = EXEC if writes_exec else _mask_dst(instr)
     also = _mask_dst(instr) if writes_exec and not ctx.true16 else None  # GFX9 v_cmpx writes VCC/sdst too
-    step = _advance(instr.size)
+    step = advance(instr.size)
     gather = _with_dpp(plan, readers, lambda W, w: W.exec_lanes(w))
 
     def run(W, w):
@@ -328,7 +323,7 @@ def _compile_carry(instr: Instr, ctx: Context) -> Run:
     cin = (srcs[2] if vop3 else VCC) if carry_in else None
     cout = _mask_dst(instr)
     write = vdst_writer(ctx, instr, instr.fields["vdst"], "u32")
-    step = _advance(instr.size)
+    step = advance(instr.size)
 
     def run(W, w):
         lanes = W.exec_lanes(w)
@@ -349,7 +344,7 @@ def _compile_mad64(instr: Instr, ctx: Context) -> Run:
     rc = vsrc(ctx, instr, srcs[2], "i64" if signed else "u64")
     write = vdst_writer(ctx, instr, instr.fields["vdst"], "u64")
     cout = instr.fields["sdst"]
-    step = _advance(instr.size)
+    step = advance(instr.size)
 
     def run(W, w):
         lanes = W.exec_lanes(w)
@@ -378,8 +373,8 @@ def _compile_div_scale(instr: Instr, ctx: Context) -> Run:
     readers = _readers(instr, ctx, instr.mnemonic, (typ,) * 3, _sources(instr), None)
     write = vdst_writer(ctx, instr, instr.fields["vdst"], typ)
     cout = instr.fields["sdst"]
-    post = _float_post(typ, instr.fields.get("clamp", 0), instr.fields.get("omod", 0), ctx.dx10_clamp)
-    step = _advance(instr.size)
+    post = float_post(typ, instr.fields.get("clamp", 0), instr.fields.get("omod", 0), ctx.dx10_clamp)
+    step = advance(instr.size)
 
     def run(W, w):
         lanes = W.exec_lanes(w)
@@ -396,58 +391,13 @@ def _compile_div_fmas(instr: Instr, ctx: Context) -> Run:
     typ = "f64" if instr.mnemonic.endswith("f64") else "f32"
     readers = _readers(instr, ctx, instr.mnemonic, (typ,) * 3, _sources(instr), None)
     write = vdst_writer(ctx, instr, instr.fields["vdst"], typ)
-    post = _float_post(typ, instr.fields.get("clamp", 0), instr.fields.get("omod", 0), ctx.dx10_clamp)
-    step = _advance(instr.size)
+    post = float_post(typ, instr.fields.get("clamp", 0), instr.fields.get("omod", 0), ctx.dx10_clamp)
+    step = advance(instr.size)
 
     def run(W, w):
         lanes = W.exec_lanes(w)
         value = fpmath.div_fmas(*[np.broadcast_to(r(W, w), lanes.shape) for r in readers], W.lanes_of(w, VCC))
         write(W, w, post(value) if post else value, lanes)
-        step(W, w)
-    return run
-
-
-def _compile_readfirstlane(instr: Instr, ctx: Context) -> Run:
-    src = vsrc(ctx, instr, instr.fields["src0"], "b32")
-    sdst = instr.fields["vdst"]
-    step = _advance(instr.size)
-
-    def run(W, w):
-        lanes = W.exec_lanes(w)
-        values = np.broadcast_to(src(W, w), lanes.shape)
-        first = np.where(lanes.any(axis=1), lanes.argmax(axis=1), 0)
-        W.s[w, sdst] = values[np.arange(values.shape[0]), first]
-        step(W, w)
-    return run
-
-
-def _compile_readlane(instr: Instr, ctx: Context) -> Run:
-    src = vsrc(ctx, instr, instr.fields["src0"], "b32")
-    lane = vsrc(ctx, instr, instr.fields["src1"], "u32")
-    sdst = instr.fields["vdst"]
-    step = _advance(instr.size)
-
-    def run(W, w):
-        values = np.broadcast_to(src(W, w), (W.s[w, 0].shape[0], W.lanes))
-        sel = np.broadcast_to(lane(W, w), (values.shape[0], 1))[:, 0].astype(np.int64) % W.lanes
-        W.s[w, sdst] = values[np.arange(values.shape[0]), sel]
-        step(W, w)
-    return run
-
-
-def _compile_writelane(instr: Instr, ctx: Context) -> Run:
-    src = vsrc(ctx, instr, instr.fields["src0"], "b32")
-    lane = vsrc(ctx, instr, instr.fields["src1"], "u32")
-    dst = instr.fields["vdst"]
-    step = _advance(instr.size)
-
-    def run(W, w):
-        n = W.s[w, 0].shape[0]
-        value = np.broadcast_to(src(W, w), (n, 1))[:, 0]
-        sel = np.broadcast_to(lane(W, w), (n, 1))[:, 0].astype(np.int64) % W.lanes
-        mask = np.zeros((n, W.lanes), bool)
-        mask[np.arange(n), sel] = True
-        W.v[w, dst] = np.where(mask, value[:, None], W.v[w, dst])
         step(W, w)
     return run
 
@@ -458,81 +408,16 @@ def _compile_cmp_class(instr: Instr, ctx: Context) -> Run:
     return _compile_vcmp(instr, ctx, typ, fpmath.fp_class, instr.mnemonic.startswith("v_cmpx"), mask_t)
 
 
-def _compile_mbcnt(instr: Instr, ctx: Context) -> Run:
-    """v_mbcnt_lo/hi_u32_b32: count of the mask bits below each lane (low or high 32 lanes), plus src1."""
-    srcs = _sources(instr)
-    mask, add = vsrc(ctx, instr, srcs[0], "u32"), vsrc(ctx, instr, srcs[1], "u32")
-    hi = instr.mnemonic.startswith("v_mbcnt_hi")
-    write = vdst_writer(ctx, instr, instr.fields["vdst"], "u32")
-    step = _advance(instr.size)
-
-    def run(W, w):
-        lanes = W.exec_lanes(w)
-        lane = W.lane_ids.astype(np.int64) - (32 if hi else 0)
-        below = np.where(lane >= 32, 0xFFFFFFFF, (np.left_shift(1, np.clip(lane, 0, 32)) - 1)).astype(np.uint64)
-        m = np.broadcast_to(mask(W, w), lanes.shape).astype(np.uint64)
-        value = np.bitwise_count(m & below).astype(U32) + add(W, w)
-        write(W, w, np.broadcast_to(value, lanes.shape), lanes)
-        step(W, w)
-    return run
-
-
-def _compile_permlane16(instr: Instr, ctx: Context) -> Run:
-    """v_permlane16_b32 / v_permlanex16_b32: each lane reads src0 from the lane of its row (x16: of the other
-    row of its 32-lane half) picked by its nibble of the 64-bit select {src2, src1}. OPSEL bit 0 = FI (read
-    inactive lanes), bit 1 = BOUND_CTRL (an inactive source reads 0 instead of leaving the lane unwritten)."""
-    f = instr.fields
-    src, sel_lo, sel_hi = (vsrc(ctx, instr, f[k], "b32") for k in ("src0", "src1", "src2"))
-    fetch_inactive, bound_zero = bool(f["opsel"] & 1), bool(f["opsel"] & 2)
-    cross = instr.mnemonic == "v_permlanex16_b32"
-    dst = f["vdst"]
-    step = _advance(instr.size)
-    lane = np.arange(ctx.lanes)
-
-    def run(W, w):
-        lanes = W.exec_lanes(w)
-        n = lanes.shape[0]
-        select = (np.broadcast_to(sel_lo(W, w), (n, 1))[:, 0].astype(np.uint64)
-                  | np.broadcast_to(sel_hi(W, w), (n, 1))[:, 0].astype(np.uint64) << np.uint64(32))
-        nibble = ((select[:, None] >> (np.uint64(4) * (lane % 16).astype(np.uint64))) & np.uint64(15)).astype(np.int64)
-        row = (lane & ~15) ^ (16 if cross else 0)
-        source = row[None, :] + nibble
-        values = np.broadcast_to(src(W, w), lanes.shape)
-        rows = np.arange(n)[:, None]
-        ok = np.ones_like(lanes) if fetch_inactive else lanes[rows, source]
-        picked = np.where(ok, values[rows, source], 0).astype(U32)
-        write = lanes if bound_zero else lanes & ok
-        W.v[w, dst] = np.where(write, picked, W.v[w, dst])
-        step(W, w)
-    return run
-
-
-def _compile_permlane64(instr: Instr, ctx: Context) -> Run:
-    if ctx.lanes != 64:
-        raise ctx.unsupported(instr, "v_permlane64_b32 exchanges wave halves: wave64 only")
-    src = vsrc(ctx, instr, instr.fields["src0"], "b32")
-    dst = instr.fields["vdst"]
-    step = _advance(instr.size)
-    swap = np.arange(64) ^ 32
-
-    def run(W, w):
-        lanes = W.exec_lanes(w)
-        values = np.broadcast_to(src(W, w), lanes.shape)
-        W.v[w, dst] = np.where(lanes & lanes[:, swap], values[:, swap], W.v[w, dst])
-        step(W, w)
-    return run
-
-
 _SPECIAL_VALU = {
-    "v_permlane16_b32": _compile_permlane16, "v_permlanex16_b32": _compile_permlane16,
-    "v_permlane64_b32": _compile_permlane64,
-    "v_mbcnt_lo_u32_b32": _compile_mbcnt, "v_mbcnt_hi_u32_b32": _compile_mbcnt,
-    "v_readfirstlane_b32": _compile_readfirstlane, "v_readlane_b32": _compile_readlane,
-    "v_writelane_b32": _compile_writelane, "v_mad_u64_u32": _compile_mad64, "v_mad_i64_i32": _compile_mad64,
+    "v_permlane16_b32": crosslane.compile_permlane16, "v_permlanex16_b32": crosslane.compile_permlane16,
+    "v_permlane64_b32": crosslane.compile_permlane64,
+    "v_mbcnt_lo_u32_b32": crosslane.compile_mbcnt, "v_mbcnt_hi_u32_b32": crosslane.compile_mbcnt,
+    "v_readfirstlane_b32": crosslane.compile_readfirstlane, "v_readlane_b32": crosslane.compile_readlane,
+    "v_writelane_b32": crosslane.compile_writelane, "v_mad_u64_u32": _compile_mad64, "v_mad_i64_i32": _compile_mad64,
     "v_div_scale_f32": _compile_div_scale, "v_div_scale_f64": _compile_div_scale,
     "v_div_fmas_f32": _compile_div_fmas, "v_div_fmas_f64": _compile_div_fmas,
     **{f"v_cmp{x}_class_{t}": _compile_cmp_class for x in ("", "x") for t in ("f16", "f32", "f64")},
-    "v_nop": lambda instr, ctx: _advance(instr.size),
+    "v_nop": lambda instr, ctx: advance(instr.size),
 }
 
 
@@ -557,7 +442,7 @@ def compile_vopd(instr: Instr, ctx: Context) -> Run:
             else:
                 readers.append(vsrc(ctx, instr, code, typ))
         halves.append((readers, fn, DTYPES[out_t], vdst_writer(ctx, instr, vdst, out_t)))
-    step = _advance(instr.size)
+    step = advance(instr.size)
 
     def run(W, w):
         lanes = W.exec_lanes(w)
@@ -565,192 +450,5 @@ def compile_vopd(instr: Instr, ctx: Context) -> Run:
                    for readers, fn, dt, _ in halves]
         for (_, _, _, write), value in zip(halves, results):
             write(W, w, value, lanes)
-        step(W, w)
-    return run
-
-
-_PACKED = {  # v_pk_* -> (half type, number of sources, function on the halves' arrays)
-    "v_pk_add_f16": ("f16", 2, lambda a, b: a + b), "v_pk_mul_f16": ("f16", 2, lambda a, b: a * b),
-    "v_pk_fma_f16": ("f16", 3, fpmath.fma),
-    "v_pk_min_f16": ("f16", 2, fpmath.vmin), "v_pk_max_f16": ("f16", 2, fpmath.vmax),
-    "v_pk_add_u16": ("u16", 2, lambda a, b: a + b), "v_pk_sub_u16": ("u16", 2, lambda a, b: a - b),
-    "v_pk_add_i16": ("i16", 2, lambda a, b: a + b), "v_pk_sub_i16": ("i16", 2, lambda a, b: a - b),
-    "v_pk_mul_lo_u16": ("u16", 2, lambda a, b: a * b),
-    "v_pk_mad_u16": ("u16", 3, lambda a, b, c: a * b + c), "v_pk_mad_i16": ("i16", 3, lambda a, b, c: a * b + c),
-    "v_pk_lshlrev_b16": ("u16", 2, lambda s, x: x << (s & 15)),
-    "v_pk_lshrrev_b16": ("u16", 2, lambda s, x: x >> (s & 15)),
-    "v_pk_ashrrev_i16": ("i16", 2, lambda s, x: x >> (s & 15)),
-    "v_pk_max_i16": ("i16", 2, np.maximum), "v_pk_min_i16": ("i16", 2, np.minimum),
-    "v_pk_max_u16": ("u16", 2, np.maximum), "v_pk_min_u16": ("u16", 2, np.minimum),
-}
-_PACKED_SATURATING = frozenset({"v_pk_add_u16", "v_pk_sub_u16", "v_pk_add_i16", "v_pk_sub_i16"})
-_FMA_MIX = {"v_fma_mix_f32": None, "v_fma_mixlo_f16": False, "v_fma_mixhi_f16": True,
-            "v_mad_mix_f32": None, "v_mad_mixlo_f16": False, "v_mad_mixhi_f16": True}  # -> f16 result half
-
-
-def compile_vop3p(instr: Instr, ctx: Context) -> Run:
-    """Packed 16-bit math: each half of the result from the halves OPSEL (low) and OPSEL_HI (high) pick."""
-    f, name = instr.fields, instr.mnemonic
-    if matrix.is_matrix(name):
-        return matrix.compile_matrix(instr, ctx)
-    if name in _FMA_MIX:
-        return _compile_fma_mix(instr, ctx)
-    if name in _PACKED_F32:
-        return _compile_packed_f32(instr, ctx)
-    if name not in _PACKED:
-        raise ctx.unsupported(instr, "VOP3P operation not implemented")
-    typ, nsrc, fn = _PACKED[name]
-    opsel, opsel_hi = f["opsel"], f["opsel_hi"] | f["opsel_hi2"] << 2
-    neg_lo, neg_hi = f["neg"], f["neg_hi"]
-    is_float = typ == "f16"
-    if not is_float and (neg_lo | neg_hi) & ((1 << nsrc) - 1):
-        raise ctx.unsupported(instr, "neg_lo/neg_hi on integer packed sources")
-    if name in ("v_pk_min_f16", "v_pk_max_f16"):
-        fn = fpmath.minmax_family(name, ctx.ieee, ctx.true16)
-    halves = []
-    for i in range(nsrc):
-        code = f[f"src{i}"]
-        if fm.is_inline_constant(code):
-            lo, hi = (_packed_constant(code, is_float, typ, bool(sel >> i & 1)) for sel in (opsel, opsel_hi))
-        else:
-            lo = vsrc(ctx, instr, code, typ, hi=bool(opsel >> i & 1))
-            hi = vsrc(ctx, instr, code, typ, hi=bool(opsel_hi >> i & 1))
-        halves.append((_modifiers(lo, typ, False, is_float and bool(neg_lo >> i & 1)),
-                       _modifiers(hi, typ, False, is_float and bool(neg_hi >> i & 1))))
-    dst = f["vdst"]
-    if dst >= ctx.vgprs:
-        raise ctx.unsupported(instr, f"writes v{dst}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
-    clamp = bool(f["clamp"])
-    if clamp and not is_float and name not in _PACKED_SATURATING:
-        raise ctx.unsupported(instr, "integer clamp on a packed operation without a saturating form")
-    post = _float_post(typ, 1, 0, ctx.dx10_clamp) if clamp and is_float else None
-    saturate = _saturator(typ) if clamp and not is_float else None
-    dt = DTYPES[typ]
-    step = _advance(instr.size)
-
-    def half(args):
-        with np.errstate(all="ignore"):
-            if saturate is not None:
-                return saturate(fn(*[np.asarray(a).astype(np.int64) for a in args]))
-            value = np.asarray(fn(*args)).astype(dt)
-        return post(value) if post is not None else value
-
-    def run(W, w):
-        lanes = W.exec_lanes(w)
-        lo = half([h[0](W, w) for h in halves])
-        hi = half([h[1](W, w) for h in halves])
-        bits = np.asarray(lo).view(U16).astype(U32) | np.asarray(hi).view(U16).astype(U32) << U32(16)
-        W.v[w, dst] = np.where(lanes, bits, W.v[w, dst])
-        step(W, w)
-    return run
-
-
-_PACKED_F32 = {  # gfx90a+ two-lane f32 math on register pairs -> (number of sources, function)
-    "v_pk_add_f32": (2, lambda a, b: a + b), "v_pk_mul_f32": (2, lambda a, b: a * b), "v_pk_fma_f32": (3, fpmath.fma),
-    "v_pk_mov_b32": (2, None),
-}
-
-
-def _dword_of(ctx: Context, instr: Instr, code: int, k: int):
-    """Dword k (0 or 1) of a 64-bit packed source: a VGPR or SGPR pair, or an inline constant's 32-bit value
-    (LLVM selects only its dword 0: `1.0 op_sel_hi:[..,0]` for a splat); its dword 1 is refused."""
-    if fm.is_inline_constant(code):
-        if k:
-            raise ctx.unsupported(instr, "op_sel picks the high dword of an inline constant (not documented)")
-        value = U32(fm.inline_bits(code, 32, True))
-        return lambda W, w: value
-    if code >= fm.VGPR_BASE:
-        r = code - fm.VGPR_BASE
-        if r + 2 > ctx.vgprs:
-            raise ctx.unsupported(instr, f"reads v[{r}:{r + 1}], beyond the {ctx.vgprs} VGPRs the kernel allocated")
-        return lambda W, w: W.v[w, r + k]
-    if code < 128:
-        return lambda W, w: W.s[w, code + k][:, None]
-    raise ctx.unsupported(instr, f"operand {code} of a packed f32 instruction")
-
-
-def _compile_packed_f32(instr: Instr, ctx: Context) -> Run:
-    """v_pk_add/mul/fma_f32, v_pk_mov_b32 (gfx942): the low result dword from the source dwords OPSEL picks,
-    the high one from those OPSEL_HI picks; NEG_LO / NEG_HI negate the float sources of each half."""
-    f, name = instr.fields, instr.mnemonic
-    nsrc, fn = _PACKED_F32[name]
-    opsel, opsel_hi = f["opsel"], f["opsel_hi"] | f["opsel_hi2"] << 2
-    dst = f["vdst"]
-    if dst + 2 > ctx.vgprs:
-        raise ctx.unsupported(instr, f"writes v[{dst}:{dst + 1}], beyond the {ctx.vgprs} VGPRs the kernel allocated")
-    step = _advance(instr.size)
-    if fn is None:  # v_pk_mov_b32: D.lo = S0 dword OPSEL[0], D.hi = S1 dword OPSEL[1]
-        lo = _dword_of(ctx, instr, f["src0"], opsel & 1)
-        hi = _dword_of(ctx, instr, f["src1"], opsel >> 1 & 1)
-
-        def move(W, w):
-            lanes = W.exec_lanes(w)
-            a, b = np.broadcast_to(lo(W, w), lanes.shape), np.broadcast_to(hi(W, w), lanes.shape)
-            W.v[w, dst] = np.where(lanes, a, W.v[w, dst])
-            W.v[w, dst + 1] = np.where(lanes, b, W.v[w, dst + 1])
-            step(W, w)
-        return move
-    halves = []
-    for sel, neg in ((opsel, f["neg"]), (opsel_hi, f["neg_hi"])):
-        readers = []
-        for i in range(nsrc):
-            r = _dword_of(ctx, instr, f[f"src{i}"], sel >> i & 1)
-            readers.append(_modifiers(lambda W, w, r=r: np.asarray(r(W, w)).view(F32), "f32", False, bool(neg >> i & 1)))
-        halves.append(readers)
-    post = _float_post("f32", f["clamp"], 0, ctx.dx10_clamp)
-
-    def run(W, w):
-        lanes = W.exec_lanes(w)
-        out = []
-        for readers in halves:
-            with np.errstate(all="ignore"):
-                value = np.asarray(fn(*[np.broadcast_to(r(W, w), lanes.shape) for r in readers])).astype(F32)
-            out.append((post(value) if post else value).view(U32))
-        W.v[w, dst] = np.where(lanes, out[0], W.v[w, dst])
-        W.v[w, dst + 1] = np.where(lanes, out[1], W.v[w, dst + 1])
-        step(W, w)
-    return run
-
-
-def _packed_constant(code: int, is_float: bool, typ: str, high: bool):
-    """One half of a packed instruction's inline constant. The constant is a 32-bit value (LLVM's
-    getInlineEncodingV216 documents the hardware): integers sign-extended to 32 bits, floats as the f16 value
-    in the low half and 0 above for f16 instructions, as the f32 value for 16-bit integer instructions; op_sel
-    / op_sel_hi pick a half of that."""
-    value = fm.inline_int(code)
-    value = value & 0xFFFFFFFF if value is not None else fm.inline_bits(code, 16 if is_float else 32, True)
-    half = np.array((value >> 16 if high else value) & 0xFFFF, U16).view(DTYPES[typ])[()]
-    return lambda W, w: half
-
-
-def _compile_fma_mix(instr: Instr, ctx: Context) -> Run:
-    """v_fma_mix_f32 / v_fma_mixlo_f16 / v_fma_mixhi_f16 (and GFX9's v_mad_mix*): each source is an f32
-    (OPSEL_HI[i] = 0) or the f16 half OPSEL[i] picks, converted exactly; NEG_LO negates and NEG_HI takes the
-    absolute value; fma in f32 (correctly rounded), then for mixlo/hi rounded to f16 into that half."""
-    f, name = instr.fields, instr.mnemonic
-    opsel, opsel_hi = f["opsel"], f["opsel_hi"] | f["opsel_hi2"] << 2
-    readers = []
-    for i in range(3):
-        code = f[f"src{i}"]
-        if opsel_hi >> i & 1:
-            r16 = vsrc(ctx, instr, code, "f16", hi=bool(opsel >> i & 1))
-            r = (lambda W, w, r16=r16: np.asarray(r16(W, w)).astype(F32))
-        else:
-            r = vsrc(ctx, instr, code, "f32")
-        readers.append(_modifiers(r, "f32", bool(f["neg_hi"] >> i & 1), bool(f["neg"] >> i & 1)))
-    to_half = _FMA_MIX[name]
-    clamp = _float_post("f32" if to_half is None else "f16", f["clamp"], 0, ctx.dx10_clamp)
-    write = vdst_writer(ctx, instr, f["vdst"], "f32" if to_half is None else "f16", hi=bool(to_half))
-    step = _advance(instr.size)
-    fused = name.startswith("v_fma")
-
-    def run(W, w):
-        lanes = W.exec_lanes(w)
-        a, b, c = (np.broadcast_to(r(W, w), lanes.shape) for r in readers)
-        with np.errstate(all="ignore"):
-            value = fpmath.fma(a, b, c) if fused else (a * b + c).astype(F32)
-            if to_half is not None:
-                value = value.astype(F16)
-        write(W, w, clamp(value) if clamp else value, lanes)
         step(W, w)
     return run
