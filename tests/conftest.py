@@ -18,3 +18,16 @@ def gfx942():
     g = EmulatedGPU(target="gfx942", seed=0)
     yield g
     g.close()
+
+
+def pytest_sessionfinish(session):
+    """Record which shader instructions this test process compiled (`hcqsim.shader.coverage`); one file per
+    pytest worker, read by `python3 -m hcqsim.shader.coverage` and bench/shader.py."""
+    import os
+    import sys
+    coverage = sys.modules.get("hcqsim.shader.coverage")
+    if coverage is None or not coverage.EXERCISED:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    suite = os.path.basename(os.path.dirname(os.path.abspath(__file__)))
+    coverage.record(session.config.rootpath / coverage.RECORD_DIR / f"{suite}-{worker}.json")
