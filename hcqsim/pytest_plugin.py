@@ -3,7 +3,10 @@
 
 Fixtures: `device` (one device) and `devices` (two; on sim the plugin builds a system with two GPUs).
 Markers: `sim_only`, `hw_only`, `slow`. Each test on sim gets a fresh emulated system, so tests are
-independent and deterministic (and safe under pytest-xdist).
+independent and deterministic (and safe under pytest-xdist). `--sim-sanitize` / `--no-sim-sanitize` turn the
+runtime's sanitizer on or off (default off; a conftest may set `config.option.sim_sanitize` when neither was
+given, as hcqsim's own hwtests do). Bad option values are usage errors before any test runs; the header
+says what the run uses.
 """
 from __future__ import annotations
 
@@ -19,12 +22,19 @@ def pytest_addoption(parser):
     group.addoption("--sim-target", default="gfx1100", help="emulated GPU target on --device=sim (gfx1100, gfx942)")
     group.addoption("--sim-policy", default="run_to_block",
                     help="emulator scheduler policy: run_to_block, round_robin or random")
+    group.addoption("--sim-sanitize", action="store_true", dest="sim_sanitize", default=None,
+                    help="runtime sanitizer on --device=sim: freed memory and signals unmapped, their VA held back, "
+                         "so stale GPU accesses are VM faults naming what was freed where")
+    group.addoption("--no-sim-sanitize", action="store_false", dest="sim_sanitize",
+                    help="turn the sanitizer off (where a conftest turns it on by default)")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "sim_only: runs only on the emulator (--device=sim)")
     config.addinivalue_line("markers", "hw_only: runs only on a real GPU (--device=AMD)")
     config.addinivalue_line("markers", "slow: long fuzzing or very large sizes")
+    config.addinivalue_line("markers", "no_sanitize: the device fixtures of this test never use the sanitizer "
+                                       "(it checks behaviour the sanitizer changes on purpose, e.g. buffer reuse)")
     spec = config.getoption("--device")
     try:
         kind, _ = parse_spec(spec)
@@ -33,6 +43,31 @@ def pytest_configure(config):
     if kind == "AMD" and not RealOS().exists(KFD_PATH):
         raise pytest.UsageError(f"--device={spec}: {KFD_PATH} not found; this machine has no AMD GPU driven by KFD "
                                 f"(use --device=sim)")
+    if kind == "sim":
+        _check_sim_options(config)
+
+
+def _check_sim_options(config) -> None:
+    """Open (and close) one emulated device with the options, so a bad value is one usage line now instead
+    of a setup error with a traceback in every test."""
+    opts = _sim_options(config)
+    for name in opts:  # one option at a time, so the message names the one that is wrong
+        try:
+            open_device("sim", **{name: opts[name]}).close()
+        except (ValueError, TypeError) as e:
+            raise pytest.UsageError(f"--sim-{name}={opts[name]}: {e}") from None
+
+
+def _sanitize(config) -> bool:
+    return bool(config.getoption("sim_sanitize"))
+
+
+def pytest_report_header(config) -> str:
+    spec = config.getoption("--device")
+    if parse_spec(spec)[0] != "sim":
+        return f"hcqsim: device {spec}"
+    return (f"hcqsim: device {spec}, target {config.getoption('--sim-target')}, policy "
+            f"{config.getoption('--sim-policy')}, sanitizer {'on' if _sanitize(config) else 'off'}")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -48,6 +83,11 @@ def _sim_options(config) -> dict:
     return dict(target=config.getoption("--sim-target"), policy=config.getoption("--sim-policy"))
 
 
+def _device_options(request) -> dict:
+    sanitize = _sanitize(request.config) and request.node.get_closest_marker("no_sanitize") is None
+    return dict(_sim_options(request.config), sanitize=sanitize)
+
+
 @pytest.fixture
 def device_spec(request) -> str:
     return request.config.getoption("--device")
@@ -56,7 +96,7 @@ def device_spec(request) -> str:
 @pytest.fixture
 def device(request, device_spec):
     kind, _ = parse_spec(device_spec)
-    dev = open_device(device_spec, **(_sim_options(request.config) if kind == "sim" else {}))
+    dev = open_device(device_spec, **(_device_options(request) if kind == "sim" else {}))
     yield dev
     if kind == "sim":
         dev.close()
@@ -66,7 +106,7 @@ def device(request, device_spec):
 def devices(request, device_spec):
     kind, first = parse_spec(device_spec)
     try:
-        devs = open_devices(device_spec, 2, **(_sim_options(request.config) if kind == "sim" else {}))
+        devs = open_devices(device_spec, 2, **(_device_options(request) if kind == "sim" else {}))
     except NoDeviceError as e:
         pytest.skip(str(e))
     yield devs

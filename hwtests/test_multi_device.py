@@ -21,7 +21,7 @@ def test_device_waits_on_a_signal_of_another_device(devices):
     a, b = devices
     gate = a.new_signal(0)
     done = b.new_signal(0)
-    a.map_to(a._signal_pages[0], b)  # b's queue polls memory of a
+    a.map_to(gate, b)  # b's queue polls memory of a
     b.copy_queue().wait(gate, 1).signal(done, 1).submit()
     a.compute_queue().signal(gate, 1).submit()
     done.wait(1)

@@ -1,5 +1,6 @@
 """Submission machinery: many submits, ring wrap-around, the timeline and its wrap, memory reuse."""
 import numpy as np
+import pytest
 
 
 def test_ten_thousand_submits_complete_in_order(device):
@@ -43,6 +44,7 @@ def test_timeline_wraps_to_the_shadow_signal(device):
     assert device.timeline_signal.value == device.timeline_value - 1
 
 
+@pytest.mark.no_sanitize  # the sanitizer never reuses a freed range on purpose
 def test_freed_buffers_are_reused(device):
     a = device.alloc(10_000)
     va = a.va

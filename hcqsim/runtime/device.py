@@ -166,6 +166,7 @@ class Device:
         self._rings: dict[tuple[str, int], HardwareRing] = {}  # (engine, queue index) -> ring
         self._doorbell_base: int | None = None
         self._signal_pages: list[Buffer] = []
+        self._signal_page_at: dict[int, Buffer] = {}  # page VA -> the page's Buffer
         self._free_signals: list[int] = []
         self.faults: list[str] = []
         # sanitizer (README "Sanitizer mode"): frees unmap at once, freed VA stays reserved for a while, new
@@ -344,8 +345,11 @@ class Device:
                 return what
         return None
 
-    def map_to(self, buf: Buffer, other: "Device") -> None:
-        """Peer-map `buf` (a view: its whole allocation) into another device's GPU address space (same VA)."""
+    def map_to(self, buf: "Buffer | Signal", other: "Device") -> None:
+        """Peer-map `buf` (a view: its whole allocation; a signal: the page holding it) into another device's
+        GPU address space (same VA), so that device's queues may use it."""
+        if isinstance(buf, Signal):
+            buf = buf.check_live().page
         buf.check_range(0, 0, "map_to")
         root = buf.allocation
         if other.gpu_id not in root.mapped_on:
@@ -367,8 +371,11 @@ class Device:
         if not self._free_signals:
             page = self._alloc(PAGE, UNCACHED_FLAGS | BASE_FLAGS)
             self._signal_pages.append(page)
+            self._signal_page_at[page.va] = page
             self._free_signals = [page.va + off for off in range(PAGE - SIGNAL_SIZE, -1, -SIGNAL_SIZE)]
-        return Signal(self, self._free_signals.pop(), value)
+        sig = Signal(self, self._free_signals.pop(), value)
+        sig.page = self._signal_page_at[sig.va & ~(PAGE - 1)]
+        return sig
 
     def _reclaim_signals(self) -> None:
         """Freed slots whose last submissions have all completed become free for new signals."""
@@ -390,8 +397,8 @@ class Device:
         if signal is self.timeline_signal or signal is self._shadow_signal:
             raise ValueError(f"free_signal: signal 0x{signal.va:x} is {self.label}'s timeline; it cannot be freed")
         signal.freed_at = f"freed at {caller_location()}"
-        page = getattr(signal, "page", None)
-        if page is not None:  # sanitizer
+        if self.sanitize:  # the signal has its page to itself
+            page = signal.page
             page.freed_at = signal.freed_at
             self._release(page, quarantine=f"signal 0x{signal.va:x}")
             return

@@ -32,6 +32,7 @@ class Signal:
     def __init__(self, device: "Device", va: int, value: int = 0):
         self.device, self.va = device, va
         self.freed_at: str | None = None  # where free_signal was called, once it was
+        self.page = None  # the Buffer (page) holding the slot, set by the device
         # engine -> ring submission seq of the last submission naming this signal: the slot may be handed
         # out again only once those have completed (a queued packet may still write it)
         self.last_use: dict[str, int] = {}
