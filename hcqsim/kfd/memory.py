@@ -31,6 +31,7 @@ VRAM_AVAILABILITY_ALIGN = 2 << 20  # amdgpu_amdkfd_get_available_memory rounds d
 _TYPE_TO_KIND = {k.KFD_IOC_ALLOC_MEM_FLAGS_VRAM: "vram", k.KFD_IOC_ALLOC_MEM_FLAGS_GTT: "gtt",
                  k.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR: "userptr", k.KFD_IOC_ALLOC_MEM_FLAGS_DOORBELL: "doorbell",
                  k.KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP: "mmio"}
+_TYPE_PRECEDENCE = tuple(_TYPE_TO_KIND)  # dicts keep their order: VRAM, GTT, USERPTR, DOORBELL, MMIO_REMAP
 
 
 def _is_pow2(n: int) -> bool:
@@ -247,9 +248,11 @@ class ProcessMemory:
                                         f"slice, not {args.size} bytes")
         if flags & k.KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP and args.size != PAGE_SIZE:
             raise OSError(errno.EINVAL, f"{name}: an MMIO_REMAP BO is one page, not {args.size} bytes")
-        types = flags & k.KFD_ALLOC_MEM_TYPE_MASK
-        if not _is_pow2(types):
-            raise OSError(errno.EINVAL, f"{name}: flags {k.describe_alloc_flags(flags)} must carry exactly one of "
+        # amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu picks the domain by the first type flag present, in this
+        # order (VRAM, then GTT, then USERPTR / DOORBELL / MMIO_REMAP), and answers -EINVAL for none
+        types = next((t for t in _TYPE_PRECEDENCE if flags & t), None)
+        if types is None:
+            raise OSError(errno.EINVAL, f"{name}: flags {k.describe_alloc_flags(flags)} carry none of "
                                         f"VRAM, GTT, USERPTR, DOORBELL, MMIO_REMAP")
         kind, size = _TYPE_TO_KIND[types], page_align(args.size)  # the driver rounds the size up to pages
         va = args.va_addr

@@ -105,7 +105,9 @@ class ProcessQueues:
 
     def _buffer(self, dev: "ProcessDevice", addr: int, expected: int, what: str, name: str,
                 err: int = errno.EINVAL) -> BufferObject:
-        """kfd_queue_buffer_get: addr's page must start a GPU mapping of exactly `expected` bytes (page units)."""
+        """kfd_queue_buffer_get: addr's page must start a GPU mapping of exactly `expected` bytes (page units).
+        The kernel compares `expected >> PAGE_SHIFT` pages and skips the size check when that is 0 (a ring
+        below one page, e.g. the 1 KiB minimum): only the start is checked then."""
         _, bo = self.driver.memory.mapped_bo(dev, addr)
         pages = expected // PAGE_SIZE
         if bo is None or addr // PAGE_SIZE != bo.va // PAGE_SIZE or (pages and bo.size != pages * PAGE_SIZE):
@@ -118,7 +120,7 @@ class ProcessQueues:
         """kfd_queue_acquire_buffers (facts 1.6): wptr, rptr, ring; compute: EOP, control stack, CWSR."""
         bufs = [self._buffer(dev, args.write_pointer_address, PAGE_SIZE, "write pointer", name),
                 self._buffer(dev, args.read_pointer_address, PAGE_SIZE, "read pointer", name),
-                self._buffer(dev, args.ring_base_address, page_align(args.ring_size), "ring", name)]
+                self._buffer(dev, args.ring_base_address, args.ring_size, "ring", name)]  # queue_size, not rounded
         if args.queue_type != k.KFD_IOC_QUEUE_TYPE_COMPUTE:
             return bufs
         sizes = dev.sizes
@@ -244,7 +246,7 @@ class ProcessQueues:
         rec = self._record(args.queue_id, io.name, errno.EFAULT)  # pqm_update_queue_properties: -EFAULT
         base, size, q = args.ring_base_address, args.ring_size, rec.queue
         if base:  # ring 0 only disables the queue (pqm_update_queue_properties)
-            ring_bo = self._buffer(rec.device, base, page_align(size), "ring", io.name, errno.EFAULT)
+            ring_bo = self._buffer(rec.device, base, size, "ring", io.name, errno.EFAULT)
         if base and (base & ~0xFF, size) != (q.ring_va, q.ring_size):
             if q.wait is not None or q.has_work():
                 raise OSError(errno.EBUSY, f"{io.name}: queue {rec.qid} still has work; emulator limitation: "
