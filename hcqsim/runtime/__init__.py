@@ -9,10 +9,11 @@ from ..boundary import KFD_PATH, OSBoundary
 from .device import Buffer, Device, KFDProcess
 from .queues import ComputeQueue, CopyQueue
 from .real_os import RealOS
+from .schedule import Param, Schedule, region
 from .signal import Signal
 
 __all__ = ["open_device", "open_devices", "parse_spec", "Device", "Buffer", "Signal", "ComputeQueue", "CopyQueue",
-           "OSBoundary", "RealOS", "NoDeviceError"]
+           "OSBoundary", "RealOS", "NoDeviceError", "Schedule", "Param", "region"]
 
 _real_process: KFDProcess | None = None
 
