@@ -3,6 +3,11 @@
 shader_vadd_lane_instr_per_s: lane-instructions per second of a vector add over 2^22 elements.
 shader_matmul_lane_instr_per_s: the same for a loop-heavy tiled matmul (LDS tiles, barriers in the loop).
 shader_cold_start_s: the first dispatch of a fresh kernel on a fresh device (decode + compile + run), small grid.
+shader_fdiv_lane_instr_per_s: an f32 division kernel (LLVM's div_scale / rcp / fma / div_fmas / div_fixup
+    macro): the cost of correctly rounded FMA and the division helpers; `_vs_vadd` is its ratio to the vadd rate.
+isa_<target>_opcodes_*: opcodes in the decoder's tables the shader core executes, and how many of them the
+    last test run compiled (`python3 -m hcqsim.shader.coverage`; run the test suite first).
+fuzz_checks_per_s: lane checks per second of the IR differential fuzzer (tests/ir_fuzz) on gfx1100 at O2.
 Target (issue 4): >= 50M lane-instructions/s on large dispatches, < 0.1 s cold start.
 """
 from __future__ import annotations
@@ -29,6 +34,22 @@ entry:""" + K.GID_X + """
   %va = load float, ptr addrspace(1) %pa
   %vb = load float, ptr addrspace(1) %pb
   %s = fadd float %va, %vb
+  store float %s, ptr addrspace(1) %pc
+  ret void
+}
+"""
+
+
+FDIV = """
+define amdgpu_kernel void @fdiv(ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %c) {
+entry:""" + K.GID_X + """
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %gid
+  %pb = getelementptr float, ptr addrspace(1) %b, i32 %gid
+  %pc = getelementptr float, ptr addrspace(1) %c, i32 %gid
+  %va = load float, ptr addrspace(1) %pa
+  %vb = load float, ptr addrspace(1) %pb
+  %q = fdiv float %va, %vb
+  %s = call float @llvm.fma.f32(float %q, float %vb, float %va)
   store float %s, ptr addrspace(1) %pc
   ret void
 }
@@ -73,7 +94,33 @@ def main() -> None:
     got = bc.view.view(np.float32).reshape(m, m)
     assert np.allclose(got, A @ B, rtol=1e-4)
     print(f"shader_matmul_lane_instr_per_s: {lanes / seconds:.3e}")
+    vadd_rate = _rate(dev, prog, [a, b, c], n)
+    fdiv = dev.load_program(compile_llvm(FDIV + K.DECLS, dev.target), "fdiv")
+    fdiv_rate = _rate(dev, fdiv, [a, b, c], n)
+    print(f"shader_fdiv_lane_instr_per_s: {fdiv_rate:.3e}")
+    print(f"shader_fdiv_vs_vadd_ratio: {fdiv_rate / vadd_rate:.2f}")
     dev.close()
+    from hcqsim.shader import coverage
+    for line in coverage.summary_lines():
+        print(line)
+    print(f"fuzz_checks_per_s: {_fuzz_rate():.0f}")
+
+
+def _rate(dev, program, args, n: int) -> float:
+    seconds, lanes = _timed_run(dev, program, args, n, 256)
+    return lanes / seconds
+
+
+def _fuzz_rate(programs: int = 40) -> float:
+    """The IR fuzzer's lane checks per second over `programs` random programs (gfx1100, O2)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    from ir_fuzz.campaign import generate  # noqa: E402 - the fuzzer lives with the tests
+    from ir_fuzz.dag import TYPES
+    from ir_fuzz.run import check
+    progs = generate(programs, 1, 12, None, TYPES)
+    t = time.perf_counter()
+    checks = sum(check(p, "gfx1100", 2, i, explain=False).checks for i, p in enumerate(progs))
+    return checks / (time.perf_counter() - t)
 
 
 if __name__ == "__main__":

@@ -105,8 +105,17 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         if dt == F64:
             return _fma64(a.astype(F64), b.astype(F64), c.astype(F64))
         p = a.astype(F64) * b.astype(F64)  # exact: at most 48 significant bits, no under/overflow
-        r = round_to_odd_sum(p, c.astype(F64))
-        return r.astype(dt)
+        c64 = c.astype(F64)
+        s = p + c64
+        # RN(RN64(x)) == RN(x) unless RN64(x) is exactly a tie of the narrow format (a tie is representable in
+        # float64, so none lies strictly between x and RN64(x)). Ties are rare: only their lanes, and results
+        # in the narrow format's denormal range, take the round-to-odd path.
+        drop, tiny = (29, 2.0 ** -126) if dt == F32 else (42, 2.0 ** -14)
+        low = s.view(np.uint64) & np.uint64((1 << drop) - 1)
+        slow = (low == np.uint64(1 << (drop - 1))) | (np.abs(s) < tiny)
+        if slow.any():
+            s = np.where(slow, round_to_odd_sum(p, c64), s)
+        return s.astype(dt)
 
 
 _SPLIT = F64(134217729.0)  # 2^27 + 1
@@ -255,6 +264,13 @@ def div_scale(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple[np.ndarra
     dt = s0.dtype
     wide = dt == F64
     big, lim_tiny, k = (768, 53, 128) if wide else (96, 23, 64)
+    # fast path: every lane's exponents are far from each rule (no zero, denormal, huge or special operand,
+    # quotient far from overflow and underflow): D0 = S0, VCC = 0 everywhere
+    top, low = (2045, -1020) if wide else (253, -124)
+    e1f, e2f = exponent(s1), exponent(s2)
+    diff = e2f - e1f
+    if ((e1f > 0) & (e1f < top) & (e2f > lim_tiny) & (e2f < top + 2) & (diff < big) & (diff > low)).all():
+        return s0.copy(), np.zeros(s0.shape, bool)
     d = s0.copy()
     vcc = np.zeros(d.shape, bool)
     with np.errstate(all="ignore"):
@@ -328,6 +344,11 @@ def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
     default_nan = np.array({2: 0xFE00, 4: 0xFFC00000, 8: 0xFFF8000000000000}[nb], _UINT[nb]).view(dt)
     with np.errstate(all="ignore"):
         out = np.where(sign, -np.abs(q), np.abs(q)).astype(dt)
+        ordinary = np.isfinite(d) & np.isfinite(n) & (d != 0) & (n != 0) & ~np.isnan(q)
+        if nb != 2:
+            ordinary &= (exponent(n) - exponent(d)) >= -({4: 127, 8: 1023}[nb] + _MANT[nb] + 1)
+        if ordinary.all():  # no special case in any lane: the sign-corrected estimate
+            return out
         out = np.where(np.isnan(q), inf, out)  # the macro's estimate overflowed on valid operands
         mant, bias = _MANT[nb], {2: 15, 4: 127, 8: 1023}[nb]
         if nb != 2:  # the f16 form has no underflow rule
