@@ -95,12 +95,17 @@ _PACKED_F32 = {  # gfx90a+ two-lane f32 math on register pairs -> (number of sou
 
 
 def _dword_of(ctx: Context, instr: Instr, code: int, k: int):
-    """Dword k (0 or 1) of a 64-bit packed source: a VGPR or SGPR pair, or an inline constant's 32-bit value
-    (LLVM selects only its dword 0: `1.0 op_sel_hi:[..,0]` for a splat); its dword 1 is refused."""
+    """Dword k (0 or 1) of a 64-bit packed source: a VGPR or SGPR pair, or an inline constant: dword 0 is its
+    32-bit value (LLVM writes a splat of 1.0 as `1.0 op_sel_hi:[..,0]`), dword 1 the sign extension of an
+    integer constant; dword 1 of a float constant is refused (not documented)."""
     if fm.is_inline_constant(code):
-        if k:
-            raise ctx.unsupported(instr, "op_sel picks the high dword of an inline constant (not documented)")
-        value = U32(fm.inline_bits(code, 32, True))
+        i = fm.inline_int(code)
+        if k and i is None:
+            raise ctx.unsupported(instr, "op_sel picks the high dword of a float inline constant (not documented)")
+        if k:  # an integer constant is sign-extended to the 64-bit operand
+            value = U32(0xFFFFFFFF if i < 0 else 0)
+        else:
+            value = U32(fm.inline_bits(code, 32, True))
         return lambda W, w: value
     if code >= fm.VGPR_BASE:
         r = code - fm.VGPR_BASE

@@ -307,7 +307,20 @@ KNOWN_LLVM_BUGS = (
      and any(n.op == "bswap" and n.ty == "i64" for n in prog.nodes),
      "LLVM (real-true16, O0) lowers bswap.i64 with `v_mov_b16 v0.l, v1.l` and then a v_perm_b32 that reads all "
      "32 bits of v0, so the stale high half reaches the result"),
+    (lambda prog, target, opt: any(_inserts_beside_negative_zero(prog, n) for n in prog.nodes),
+     "LLVM (both targets, every level) folds insertelement into a <2 x half> constant whose other element is "
+     "-0.0 (0x8000) as if it were +0.0: the stored high half is 0x0000"),
 )
+
+
+def _inserts_beside_negative_zero(prog: Program, node) -> bool:
+    if node.op != "insertelement" or node.ty != "v2f16" or not node.args:
+        return False
+    src = prog.nodes[node.args[0]]
+    if src.op != "const" or not src.attr:
+        return False
+    lanes, index = src.attr[0], node.attr[0] if node.attr else 0
+    return isinstance(lanes, tuple) and len(lanes) == 2 and lanes[1 - index] == 0x8000
 
 
 def known_llvm_bug(prog: Program, target: str, opt: int) -> str | None:
