@@ -257,12 +257,14 @@ def _compile_global_atomic(instr: Instr, ctx: Context, op: str, address: Callabl
     src, dst, returns = f["data"], f["vdst"], bool(f["glc"])
     space = ctx.space
     step = advance(instr.size)
-    if instr.family == "FLAT":
-        raise ctx.unsupported(instr, "flat atomics are not emulated (use global)")
+    flat = instr.family == "FLAT"
+    where = f"{ctx.kernel}, PC +0x{instr.pc:x}"
 
     def run(W, w):
         lanes = W.exec_lanes(w)
         addrs = address(W, w)[lanes]
+        if flat and addrs.size and _split_flat(W, w, lanes, addrs).any():  # global memory only (below)
+            raise ShaderFault(f"{where}: a flat atomic on an LDS-aperture address is not emulated")
         regs = np.stack([W.v[w, src + i] for i in range(ndw * (2 if cmpswap else 1))], axis=-1)[lanes]
         vals = np.ascontiguousarray(regs[:, :ndw]).view(dt).reshape(-1)
         cmps = np.ascontiguousarray(regs[:, ndw:]).view(dt).reshape(-1) if cmpswap else vals

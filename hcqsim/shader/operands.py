@@ -74,14 +74,11 @@ def _const_bits(code: int, bits: int, is_float: bool, literal: int | None, null:
         if bits == 64:  # a 32-bit literal for a 64-bit operand: the high half for floats, zero-extended else
             return literal << 32 if is_float else literal
         return literal & ((1 << bits) - 1)
-    if code == fm.SRC_SHARED_BASE:
-        return SHARED_APERTURE >> 32
-    if code == fm.SRC_PRIVATE_BASE:
-        return PRIVATE_APERTURE >> 32
-    if code == fm.SRC_SHARED_LIMIT:
-        return (SHARED_APERTURE + (1 << 32) - 1) >> 32
-    if code == fm.SRC_PRIVATE_LIMIT:
-        return (PRIVATE_APERTURE + (1 << 32) - 1) >> 32
+    apertures = {fm.SRC_SHARED_BASE: SHARED_APERTURE, fm.SRC_PRIVATE_BASE: PRIVATE_APERTURE,
+                 fm.SRC_SHARED_LIMIT: SHARED_APERTURE + (1 << 32) - 1,
+                 fm.SRC_PRIVATE_LIMIT: PRIVATE_APERTURE + (1 << 32) - 1}
+    if code in apertures:  # a 64-bit operand reads the whole address (LLVM: s_mov_b64 s[0:1], src_shared_base)
+        return apertures[code] if bits == 64 else apertures[code] >> 32
     if code == null:
         return 0
     return fm.inline_bits(code, bits, is_float)
