@@ -326,25 +326,56 @@ def describe(dws, family: str = "gfx11", canon=None) -> str:
     if fmt is None:
         name = OPCODES.get(op, f"UNKNOWN_OPCODE_0x{op:02x}")
         return f"{name} count={(hdr >> 16) & COUNT_MAX} body=[{' '.join(f'0x{d:08x}' for d in dws[1:9])}]"
-    need = max(packet_size(hdr), fmt.size or 0)
+    size, count = packet_size(hdr), (hdr >> 16) & COUNT_MAX
+    if fmt.size is None and size < fmt.min_dwords:  # the count leaves no room for the fields: nothing to decode
+        return raw_line(dws, f"{fmt.name} header count {count} makes {size} dwords, its fields need "
+                             f"{fmt.min_dwords}")
+    need = max(size, fmt.size or 0)
     if len(dws) < need:  # a truncated packet, or a header count too small for the format, still prints
         dws = list(dws) + [0] * (need - len(dws))
     values = fmt.decode(dws, check=False)
-    return fmt.format(values, canon=canon, skip=("type", "opcode"))
+    text = fmt.format(values, canon=canon, skip=("type", "opcode"))
+    if fmt.size and size < fmt.size:  # say which values were never in the packet
+        text += f"  (header count {count} makes {size} dwords of {fmt.size}: fields past dword {size - 1} shown as 0)"
+    return text
+
+
+def raw_line(dws, why: str) -> str:
+    """What a disassembler prints for dwords it cannot decode: the raw data and the reason."""
+    return f".long {', '.join(f'0x{d:08x}' for d in dws[:9])}{' ...' if len(dws) > 9 else ''}  ; cannot decode: {why}"
+
+
+def split_dwords(data) -> tuple[list[int], bytes]:
+    """(dwords, trailing bytes that are not a whole dword) of bytes-like data or a sequence of dwords."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        raw = bytes(data)
+        whole = len(raw) // 4 * 4
+        return list(struct.unpack(f"<{whole // 4}I", raw[:whole])), raw[whole:]
+    return [int(d) & 0xFFFFFFFF for d in data], b""
+
+
+def trailing_line(offset: int, rest: bytes) -> str:
+    return f"{offset:06x}: .byte {', '.join(f'0x{b:02x}' for b in rest)}  ; cannot decode: {len(rest)} trailing " \
+           f"byte{'s' if len(rest) > 1 else ''}, not a whole dword"
 
 
 def disassemble(data, family: str = "gfx11") -> str:
-    """One line per packet: `offset: NAME field=value ...` (offsets in bytes)."""
-    dws = list(struct.unpack(f"<{len(data) // 4}I", bytes(data))) if isinstance(data, (bytes, bytearray)) \
-        else [int(d) & 0xFFFFFFFF for d in data]
+    """One line per packet: `offset: NAME field=value ...` (offsets in bytes). Never raises on the bytes: what
+    cannot be decoded prints as a `.long` line saying why."""
+    dws, rest = split_dwords(data)
     lines, i = [], 0
     while i < len(dws):
         hdr = dws[i]
         n = packet_size(hdr) if hdr >> 30 == TYPE3 else 1
         chunk = dws[i:i + n]
-        text = describe(chunk, family)
+        try:
+            text = describe(chunk, family)
+        except Exception as e:  # a listing shows every dword, decoded or not
+            text = raw_line(chunk, f"{type(e).__name__}: {e}")
         if len(chunk) < n:
             text += f"  (truncated: {n} dwords expected, {len(chunk)} present)"
         lines.append(f"{4 * i:06x}: {text}")
         i += n
+    if rest:
+        lines.append(trailing_line(4 * len(dws), rest))
     return "\n".join(lines)

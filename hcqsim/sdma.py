@@ -30,7 +30,7 @@ from .atomics import OP_NAMES as ATOMIC_OP_NAMES
 from .compare import NAMES as COMPARE_NAMES
 from .errors import DecodeError, UnsupportedError
 from .fields import F, Field, PacketFormat
-from .pm4 import GCR_CNTL_FIELDS
+from .pm4 import GCR_CNTL_FIELDS, raw_line, split_dwords, trailing_line
 
 VERSIONS = ("sdma6", "sdma5", "sdma4")
 
@@ -437,19 +437,27 @@ def disassemble(data, version="sdma6") -> str:
     """One line per packet: `offset: NAME field=value ...` (offsets in bytes). A packet without a known
     size ends the listing (nothing after it can be located)."""
     version = version_name(version)
-    dws = _dwords(data)
+    dws, tail = split_dwords(data)
     lines, i = [], 0
     while i < len(dws):
         hdr = dws[i]
         fmt = FORMATS[version].get((hdr & 0xFF, (hdr >> 8) & 0xFF))
-        if fmt is None:
-            lines.append(f"{4 * i:06x}: {describe([hdr], version)}; size unknown, listing stops")
-            break
         rest = dws[i:]
-        if len(rest) < size_prefix(fmt):
-            lines.append(f"{4 * i:06x}: {describe(rest, version)}")
-            break
-        n = packet_size(fmt, rest)
-        lines.append(f"{4 * i:06x}: {describe(rest[:n], version)}")
+        try:
+            if fmt is None:
+                lines.append(f"{4 * i:06x}: {describe([hdr], version)}; size unknown, listing stops")
+                lines += [f"{4 * j:06x}: {raw_line([d], 'after a packet of unknown size')}"
+                          for j, d in enumerate(rest[1:], i + 1)]
+                break
+            if len(rest) < size_prefix(fmt):
+                lines.append(f"{4 * i:06x}: {describe(rest, version)}")
+                break
+            n = packet_size(fmt, rest)
+            lines.append(f"{4 * i:06x}: {describe(rest[:n], version)}")
+        except Exception as e:  # a listing shows every dword, decoded or not
+            n = 1
+            lines.append(f"{4 * i:06x}: {raw_line([hdr], f'{type(e).__name__}: {e}')}")
         i += n
+    if tail:
+        lines.append(trailing_line(4 * len(dws), tail))
     return "\n".join(lines)

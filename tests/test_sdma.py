@@ -242,8 +242,9 @@ def test_disassemble_accepts_bytes_and_versions():
 def test_disassemble_stops_at_a_packet_of_unknown_size():
     text = sdma.disassemble(sdma.trap(1) + [0x00000003] + sdma.trap(2))
     lines = text.splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 4
     assert "UNKNOWN op=0x03 sub_op=0x00" in lines[1] and "listing stops" in lines[1]
+    assert all(".long" in line and "after a packet of unknown size" in line for line in lines[2:])  # raw, not lost
 
 
 def test_disassemble_names_packets_without_a_layout():

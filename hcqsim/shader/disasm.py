@@ -17,7 +17,7 @@ from types import ModuleType
 
 from . import formats as fm
 from . import opcodes_gfx11 as ops
-from .decoder import Instr, decode_program, sext
+from .decoder import Instr, decode, get_arch, sext
 
 # =========================================================================================================
 # shared by the gfx11 and gfx942 printers
@@ -632,14 +632,28 @@ def format_instr(ins: Instr, arch: str | None = None) -> str:
 
 
 def disassemble(code: bytes, arch: str = "gfx1100", *, annotate: bool = False) -> str:
-    """The listing of a code blob, one instruction per line."""
-    lines = []
-    for ins in decode_program(code, arch):
-        text = format_instr(ins, arch)
+    """The listing of a code blob, one instruction per line. Never raises on the bytes: a dword that starts no
+    instruction it can decode (or print) is a `.long` line saying why, and decoding goes on at the next dword;
+    trailing bytes short of a dword are a `.byte` line."""
+    get_arch(arch)  # an unknown architecture is the caller's error, not the code's
+    code = bytes(code)
+    lines, offset, end = [], 0, len(code) // 4 * 4
+    while offset < end:
+        try:
+            ins = decode(code[:end], offset, arch)
+            text, words = format_instr(ins, arch), ins.words
+        except Exception as e:  # a listing shows every dword, decoded or not
+            ins, words = None, (int.from_bytes(code[offset:offset + 4], "little"),)
+            text = f".long 0x{words[0]:08x}  ; cannot decode: {type(e).__name__}: {e}"
         if annotate:
-            note = f"{ins.pc:06x}: " + " ".join(f"{w:08X}" for w in ins.words)
-            if ins.family == "SOPP" and ins.shape == "br":
-                note += f"  -> 0x{ins.pc + 4 + 4 * sext(ins.fields['simm16'], 16):x}"
+            note = f"{offset:06x}: " + " ".join(f"{w:08X}" for w in words)
+            if ins is not None and ins.family == "SOPP" and ins.shape == "br":
+                note += f"  -> 0x{offset + 4 + 4 * sext(ins.fields['simm16'], 16):x}"
             text = f"{text:60s} // {note}"
         lines.append(text)
+        offset += ins.size if ins is not None else 4
+    if end < len(code):
+        rest = code[end:]
+        lines.append(f".byte {', '.join(f'0x{b:02x}' for b in rest)}  ; cannot decode: {len(rest)} trailing "
+                     f"byte{'s' if len(rest) > 1 else ''}, not a whole dword")
     return "\n".join(lines)
