@@ -3,11 +3,14 @@
 submit_signal_wait_us: one compute submission that signals, and the CPU wait for it (microseconds).
 copyin_vs_numpy_64MiB / copyout_vs_numpy_64MiB: staged host transfers vs a plain numpy copy of 64 MiB
 (both ends already touched, as the baseline's are). Staging means two copies, so 0.5 is the ceiling.
+alloc_us_at_100k_live_bos: one 4 KiB device allocation (mmap, ALLOC, MAP, CPU map) with 100,000 buffers
+alive, the mean of the last 1,000 (microseconds; the emulated KFD's lookups are O(log n)).
 """
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -41,6 +44,16 @@ def main(spec: str = "sim") -> None:
     t_out = best(lambda: dev.copyout(buf, out=host), 3)  # into warm host memory, like the baseline
     print(f"copyout_vs_numpy_64MiB: {t_numpy / t_out:.2f}")
     assert dev.copyout(buf, 4096) == data[:4096].tobytes()
+    dev.close()
+    alloc_at_scale(spec)
+
+
+def alloc_at_scale(spec: str, live: int = 100_000, last: int = 1000) -> None:
+    dev = open_device(spec)
+    bufs = [dev.alloc(4096) for _ in range(live - last)]
+    t = time.perf_counter()
+    bufs += [dev.alloc(4096) for _ in range(last)]
+    print(f"alloc_us_at_100k_live_bos: {(time.perf_counter() - t) / last * 1e6:.1f}")
     dev.close()
 
 

@@ -82,6 +82,7 @@ class VaWindow:
         self.base = self._reserve(preferred_base, size)
         self._free: list[tuple[int, int]] = [(self.base, self.base + size)]  # sorted, disjoint
         self._backed: dict[int, int] = {}  # va -> size of live allocations
+        self._backed_starts: list[int] = []  # their addresses, sorted: overlap checks by bisection
         self.closed = False
 
     @staticmethod
@@ -136,20 +137,25 @@ class VaWindow:
         self._give(va, page_align(size))
 
     def back(self, va: int, size: int) -> None:
-        """Back a reserved range with zeroed, shared, read-write memory at the same address."""
+        """Back a reserved range with zeroed, read-write memory at the same address."""
         size = page_align(size)
         if not self.contains(va, size):
             raise MemoryError_(f"range 0x{va:x}+{size:#x} is outside the window")
-        if any(v < va + size and va < v + n for v, n in self._backed.items()):
+        i = bisect.bisect_left(self._backed_starts, va + size)
+        if i and (prev := self._backed_starts[i - 1]) + self._backed[prev] > va:
             raise MemoryError_(f"range 0x{va:x}+{size:#x} overlaps memory already backed")
-        _mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED)
+        # private, not shared: adjacent private anonymous mappings merge into one kernel VMA, so 100,000 live
+        # BOs do not hit vm.max_map_count (65530 by default); one process sees the same bytes either way
+        _mmap(va, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED)
         self._backed[va] = size
+        self._backed_starts.insert(i, va)
 
     def unback(self, va: int) -> int:
         """Return a backed range to PROT_NONE (still reserved); returns its size."""
         size = self._backed.pop(va, None)
         if size is None:
             raise MemoryError_(f"0x{va:x} is not a live allocation of this window")
+        del self._backed_starts[bisect.bisect_left(self._backed_starts, va)]
         _mmap(va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED)
         return size
 
@@ -179,19 +185,21 @@ class VaWindow:
         self._free[i:i] = pieces
 
     def _give(self, va: int, size: int) -> None:
-        bisect.insort(self._free, (va, va + size))
-        merged: list[tuple[int, int]] = []
-        for lo, hi in self._free:
-            if merged and merged[-1][1] == lo:
-                merged[-1] = (merged[-1][0], hi)
-            else:
-                merged.append((lo, hi))
-        self._free = merged
+        """Return [va, va+size) to the free list, merged with the neighbours it touches (only they change)."""
+        lo, hi = va, va + size
+        i = bisect.bisect_left(self._free, (lo, hi))
+        if i < len(self._free) and self._free[i][0] == hi:
+            hi = self._free.pop(i)[1]
+        if i and self._free[i - 1][1] == lo:
+            i -= 1
+            lo = self._free.pop(i)[0]
+        self._free.insert(i, (lo, hi))
 
     def close(self) -> None:
         if not self.closed:
             _libc.munmap(self.base, self.size)
             self._backed.clear()
+            self._backed_starts.clear()
             self.closed = True
 
     def __del__(self):

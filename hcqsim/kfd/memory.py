@@ -8,7 +8,9 @@ addresses), the error says "emulator limitation".
 """
 from __future__ import annotations
 
+import bisect
 import errno
+import heapq
 import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
@@ -66,6 +68,44 @@ def _covered(intervals: list[tuple[int, int]], lo: int, hi: int) -> bool:
     return not _minus([(lo, hi)], intervals)
 
 
+class RangeIndex:
+    """Disjoint [lo, hi) ranges sorted by start, each with a value: overlap queries by bisection, so the
+    driver's lookups stay O(log n) with 100,000 live BOs (issue 8 item 10)."""
+
+    def __init__(self):
+        self.starts: list[int] = []
+        self.items: dict[int, tuple[int, object]] = {}  # start -> (end, value)
+
+    def add(self, lo: int, hi: int, value: object = None) -> None:
+        bisect.insort(self.starts, lo)
+        self.items[lo] = (hi, value)
+
+    def remove(self, lo: int) -> None:
+        i = bisect.bisect_left(self.starts, lo)
+        if i < len(self.starts) and self.starts[i] == lo:
+            del self.starts[i]
+            del self.items[lo]
+
+    def overlapping(self, lo: int, hi: int) -> list[tuple[int, int, object]]:
+        """(start, end, value) of every range meeting [lo, hi), in address order."""
+        i = max(bisect.bisect_right(self.starts, lo) - 1, 0)
+        out = []
+        while i < len(self.starts) and self.starts[i] < hi:
+            start = self.starts[i]
+            end, value = self.items[start]
+            if end > lo:
+                out.append((start, end, value))
+            i += 1
+        return out
+
+    def first_overlap(self, lo: int, hi: int) -> tuple[int, int, object] | None:
+        found = self.overlapping(lo, hi) if hi > lo else []
+        return found[0] if found else None
+
+    def ranges(self) -> list[tuple[int, int]]:
+        return [(a, self.items[a][0]) for a in self.starts]
+
+
 # ---------------------------------------------------------------------------------------------------
 # records
 
@@ -96,6 +136,9 @@ class DeviceBOs:
 
     def __init__(self):
         self.bos: dict[int, BufferObject] = {}  # idr index -> BO
+        self.free_ids: list[int] = []  # heap of freed idr indices below next_id (idr_alloc: lowest free)
+        self.next_id = 0
+        self.by_va = RangeIndex()  # the BOs' VA ranges on this device
         self.mapped_at: dict[int, BufferObject] = {}  # va -> BO mapped in this GPU's page table
         self.by_offset: dict[int, BufferObject] = {}  # DRM mmap offset -> BO
         self.next_offset = DRM_FILE_PAGE_OFFSET_START
@@ -105,6 +148,22 @@ class DeviceBOs:
 
     def bo_of(self, handle: int) -> BufferObject | None:
         return self.bos.get(handle & 0xFFFFFFFF)
+
+    def take_id(self) -> int:
+        if self.free_ids:
+            return heapq.heappop(self.free_ids)
+        self.next_id += 1
+        return self.next_id - 1
+
+    def add(self, idr: int, bo: BufferObject) -> None:
+        self.bos[idr] = bo
+        self.by_va.add(bo.va, bo.end, bo)
+
+    def remove(self, idr: int) -> BufferObject:
+        bo = self.bos.pop(idr)
+        self.by_va.remove(bo.va)
+        heapq.heappush(self.free_ids, idr)
+        return bo
 
 
 class AddressBook:
@@ -125,11 +184,17 @@ class AddressBook:
 
     def reserve(self, length: int, at: int | None) -> int:
         va = self.window.reserve(length, PAGE_SIZE, at)
-        self.reserved = sorted(self.reserved + [(va, va + page_align(length))])
+        bisect.insort(self.reserved, (va, va + page_align(length)))
         return va
 
+    def _near(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The reservations meeting [lo, hi) (found by bisection: they are sorted and disjoint)."""
+        i = max(bisect.bisect_right(self.reserved, (lo, 1 << 64)) - 1, 0)
+        j = bisect.bisect_left(self.reserved, (hi, 0))
+        return [r for r in self.reserved[i:j] if r[1] > lo]
+
     def is_reserved(self, lo: int, hi: int) -> bool:
-        return _covered(self.reserved, lo, hi)
+        return _covered(self._near(lo, hi), lo, hi)
 
     def take_for(self, lo: int, hi: int) -> bool:
         """Make [lo, hi) held for a new backing. Returns True if it had to reserve it itself (caller owns)."""
@@ -140,13 +205,16 @@ class AddressBook:
 
     def give_back(self, lo: int, hi: int) -> None:
         """Return an owned range, except parts the process still has reserved."""
-        for a, b in _minus([(lo, hi)], self.reserved):
+        for a, b in _minus([(lo, hi)], self._near(lo, hi)):
             self.window.unreserve(a, b - a)
 
     def unmap_reserved(self, lo: int, hi: int, owned: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """munmap of (part of) reservations: returns the removed pieces still owned by live backings."""
-        removed = _clip(self.reserved, lo, hi)
-        self.reserved = _minus(self.reserved, [(lo, hi)])
+        near = self._near(lo, hi)
+        removed = _clip(near, lo, hi)
+        if near:  # only the reservations meeting [lo, hi) change
+            i = bisect.bisect_left(self.reserved, near[0])
+            self.reserved[i:i + len(near)] = _minus(near, [(lo, hi)])
         for a, b in _minus(removed, owned):
             self.window.unreserve(a, b - a)
         return removed
@@ -165,6 +233,7 @@ class ProcessMemory:
         self.vram_size = vram_size
         self.on: list[DeviceBOs] = [DeviceBOs() for _ in driver.devices]  # by device index
         self.special_pages: list[tuple[int, int]] = []  # doorbell slices, MMIO pages, driver event page
+        self.backed = RangeIndex()  # window ranges the driver backs: VRAM/GTT BOs of every device, special pages
 
     def ioctls(self) -> dict[str, Callable]:
         return {"GET_PROCESS_APERTURES": self.get_process_apertures,
@@ -191,8 +260,10 @@ class ProcessMemory:
 
     def owned_ranges(self) -> list[tuple[int, int]]:
         """Window ranges the driver backs: live VRAM/GTT BOs and its special pages."""
-        bos = [(b.va, b.end) for t in self.on for b in t.bos.values() if b.backed]
-        return sorted(bos + self.special_pages)
+        return self.backed.ranges()
+
+    def _owned_near(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        return [(a, b) for a, b, _ in self.backed.overlapping(lo, hi)]
 
     def special_page(self, size: int, va: int | None, name: str) -> int:
         """A driver page (doorbell slice, HDP page, event page): at `va`, or anywhere in the window."""
@@ -201,6 +272,7 @@ class ProcessMemory:
         else:
             self._back(va, size, name)
         self.special_pages.append((va, va + size))
+        self.backed.add(va, va + size, None)
         return va
 
     # -- apertures and availability ----------------------------------------------------------------
@@ -262,17 +334,20 @@ class ProcessMemory:
         if kind == "vram" and table.vram_used + size > self.vram_size:
             raise OSError(errno.ENOMEM, f"{name}: {size:#x} bytes of VRAM requested, "
                                         f"{self.vram_size - table.vram_used:#x} available")
-        idr = next(i for i in range(len(table.bos) + 1) if i not in table.bos)  # idr_alloc: lowest free
+        idr = table.free_ids[0] if table.free_ids else table.next_id  # idr_alloc: the lowest free index
         bo = BufferObject(k.make_handle(dev.gpu_id, idr), dev, va, size, flags, kind, 0,
                           backed=kind in ("vram", "gtt"))
         self._place(bo, name)
+        table.take_id()
         if kind == "mmio":
             bo.mmap_offset = k.mmap_offset(k.KFD_MMAP_TYPE_MMIO, dev.gpu_id)
         else:
             bo.mmap_offset = table.next_offset
             table.next_offset += size
             table.by_offset[bo.mmap_offset] = bo
-        table.bos[idr] = bo
+        table.add(idr, bo)
+        if bo.backed:
+            self.backed.add(bo.va, bo.end, bo)
         if kind == "vram":
             table.vram_used += size
         args.handle, args.mmap_offset = bo.handle, bo.mmap_offset
@@ -285,10 +360,11 @@ class ProcessMemory:
         if va < GPUVM_BASE or va + size - 1 > GPUVM_LIMIT:
             raise OSError(errno.EINVAL, f"{name}: va range 0x{va:x}+{size:#x} is outside the GPUVM aperture "
                                         f"[0x{GPUVM_BASE:x}, 0x{GPUVM_LIMIT:x}]")
-        for bo in self.on[dev.index].bos.values():
-            if bo.va < va + size and va < bo.end:
-                raise OSError(errno.EINVAL, f"{name}: va range 0x{va:x}+{size:#x} overlaps BO 0x{bo.handle:x} "
-                                            f"at 0x{bo.va:x}+{bo.size:#x} on {dev.label}")
+        hit = self.on[dev.index].by_va.first_overlap(va, va + size)
+        if hit is not None:
+            bo = hit[2]
+            raise OSError(errno.EINVAL, f"{name}: va range 0x{va:x}+{size:#x} overlaps BO 0x{bo.handle:x} "
+                                        f"at 0x{bo.va:x}+{bo.size:#x} on {dev.label}")
 
     def _check_userptr(self, cpu: int, va: int, nbytes: int, name: str) -> None:
         if cpu == 0:
@@ -325,10 +401,10 @@ class ProcessMemory:
             raise OSError(errno.EINVAL, f"{name}: va 0x{va:x}+{size:#x} is outside the emulator's VA window "
                                         f"0x{window.base:x}+{window.size:#x}; reserve VA with "
                                         f"mmap(PROT_NONE) through EmulatedOS")
-        for lo, hi in self.owned_ranges():
-            if lo < va + size and va < hi:
-                raise OSError(errno.EINVAL, f"{name}: va 0x{va:x}+{size:#x} overlaps memory another GPU's BO "
-                                            f"uses at 0x{lo:x}; emulator limitation: all GPUs share one VA space")
+        taken = self.backed.first_overlap(va, va + size)
+        if taken is not None:
+            raise OSError(errno.EINVAL, f"{name}: va 0x{va:x}+{size:#x} overlaps memory another GPU's BO "
+                                        f"uses at 0x{taken[0]:x}; emulator limitation: all GPUs share one VA space")
         try:
             owner = self.book.take_for(va, va + size)
         except MemoryError_:
@@ -349,7 +425,9 @@ class ProcessMemory:
             on = ", ".join(self.driver.devices[i].label for i in sorted(bo.mapped))
             raise OSError(errno.EBUSY, f"{io.name}: BO 0x{bo.handle:x} is still mapped on {on}; "
                                        f"UNMAP_MEMORY_FROM_GPU first")
-        del table.bos[args.handle & 0xFFFFFFFF]
+        table.remove(args.handle & 0xFFFFFFFF)
+        if bo.backed:
+            self.backed.remove(bo.va)
         table.by_offset.pop(bo.mmap_offset, None)
         if bo.kind == "vram":
             table.vram_used -= bo.size
@@ -462,10 +540,10 @@ class ProcessMemory:
             book.deferred_anon[lo] = size
             self.release_deferred_anon()
             return
-        removed = book.unmap_reserved(lo, hi, self.owned_ranges())
-        for table in self.on:  # live BOs in the removed part now hold their pages themselves
-            for bo in table.bos.values():
-                if bo.backed and _clip(removed, bo.va, bo.end):
+        removed = book.unmap_reserved(lo, hi, self._owned_near(lo, hi))
+        for rlo, rhi in removed:  # live BOs in the removed part now hold their pages themselves
+            for _, _, bo in self.backed.overlapping(rlo, rhi):
+                if bo is not None:
                     bo.owns_reservation = True
         # Other ranges (BO and doorbell/event/MMIO CPU mappings) need no work: the memory stays for the GPU.
 
