@@ -408,7 +408,34 @@ def _compile_cmp_class(instr: Instr, ctx: Context) -> Run:
     return _compile_vcmp(instr, ctx, typ, fpmath.fp_class, instr.mnemonic.startswith("v_cmpx"), mask_t)
 
 
+def _compile_swap(instr: Instr, ctx: Context) -> Run:
+    """v_swap_b32 / v_swap_b16: the destination VGPR (or half) and the src0 VGPR exchange values in the
+    active lanes; both are read before either is written."""
+    f = instr.fields
+    typ = "b16" if instr.mnemonic == "v_swap_b16" else "b32"
+    src = f["src0"]
+    if src < fm.VGPR_BASE:
+        raise ctx.unsupported(instr, "v_swap with a non-VGPR source")
+    if typ == "b16":
+        (dcode, dhi), (scode, shi) = true16(f["vdst"] + fm.VGPR_BASE), true16(src)
+    else:
+        (dcode, dhi), (scode, shi) = (f["vdst"] + fm.VGPR_BASE, False), (src, False)
+    read_d, read_s = vsrc(ctx, instr, dcode, typ, hi=dhi), vsrc(ctx, instr, scode, typ, hi=shi)
+    write_d = vdst_writer(ctx, instr, dcode - fm.VGPR_BASE, typ, hi=dhi)
+    write_s = vdst_writer(ctx, instr, scode - fm.VGPR_BASE, typ, hi=shi)
+    step = advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        d, s_ = np.array(read_d(W, w)), np.array(read_s(W, w))
+        write_d(W, w, s_, lanes)
+        write_s(W, w, d, lanes)
+        step(W, w)
+    return run
+
+
 _SPECIAL_VALU = {
+    "v_swap_b32": _compile_swap, "v_swap_b16": _compile_swap,
     "v_permlane16_b32": crosslane.compile_permlane16, "v_permlanex16_b32": crosslane.compile_permlane16,
     "v_permlane64_b32": crosslane.compile_permlane64,
     "v_mbcnt_lo_u32_b32": crosslane.compile_mbcnt, "v_mbcnt_hi_u32_b32": crosslane.compile_mbcnt,
