@@ -1,0 +1,55 @@
+"""Instruction forms whose meaning is easy to get subtly wrong, each pinned by one behaviour (the IR fuzzer
+and the instruction tests found the first three wrong)."""
+import numpy as np
+
+from isa_harness import LANES, run_instruction
+
+
+def lanes_of(arch: str, value: int) -> np.ndarray:
+    return np.full(LANES[arch], value, np.uint32)
+
+
+def test_a_packed_integer_inline_constant_is_a_32_bit_value_so_its_high_half_is_zero():
+    st = run_instruction("gfx1100", "v_pk_sub_u16 v2, v10, 5", waves=1, v={10: lanes_of("gfx1100", 0x00080010)})
+    assert st.W.v[0, 2, 0] == 0x0008000B  # <0x10 - 5, 8 - 0>
+
+
+def test_a_negative_packed_integer_inline_constant_is_sign_extended_into_both_halves():
+    st = run_instruction("gfx942", "v_pk_add_u16 v2, v10, -1", waves=1, v={10: lanes_of("gfx942", 0x00080010)})
+    assert st.W.v[0, 2, 0] == 0x0007000F
+
+
+def test_a_packed_f16_inline_float_constant_has_its_value_in_the_low_half_only():
+    st = run_instruction("gfx1100", "v_pk_add_f16 v2, v10, 1.0", waves=1, v={10: lanes_of("gfx1100", 0x3C003C00)})
+    assert st.W.v[0, 2, 0] == 0x3C004000  # <1 + 1, 1 + 0>
+
+
+def test_op_sel_hi_zero_reads_the_low_half_of_a_packed_constant_for_both_results():
+    st = run_instruction("gfx1100", "v_pk_add_f16 v2, v10, 1.0 op_sel_hi:[1,0]", waves=1,
+                         v={10: lanes_of("gfx1100", 0x3C003C00)})
+    assert st.W.v[0, 2, 0] == 0x40004000
+
+
+def test_gfx942_packed_f32_add_takes_each_result_dword_from_the_dwords_op_sel_picks():
+    st = run_instruction("gfx942", "v_pk_add_f32 v[2:3], v[10:11], v[12:13] op_sel:[1,0] op_sel_hi:[0,1]", waves=1,
+                         v={10: lanes_of("gfx942", 0x3F800000), 11: lanes_of("gfx942", 0x40000000),
+                            12: lanes_of("gfx942", 0x40400000), 13: lanes_of("gfx942", 0x40800000)})
+    got = st.W.v[0, 2:4, 0].view(np.float32)
+    assert list(got) == [2.0 + 3.0, 1.0 + 4.0]
+
+
+def test_v_swap_exchanges_the_two_registers():
+    st = run_instruction("gfx942", "v_swap_b32 v2, v10", waves=1,
+                         v={2: lanes_of("gfx942", 0x11112222), 10: lanes_of("gfx942", 0x33334444)})
+    assert (st.W.v[0, 2, 0], st.W.v[0, 10, 0]) == (0x33334444, 0x11112222)
+
+
+def test_v_swap_b16_exchanges_register_halves_and_keeps_the_other_halves():
+    st = run_instruction("gfx1100", "v_swap_b16 v2.h, v10.l", waves=1,
+                         v={2: lanes_of("gfx1100", 0x11112222), 10: lanes_of("gfx1100", 0x33334444)})
+    assert (st.W.v[0, 2, 0], st.W.v[0, 10, 0]) == (0x44442222, 0x33331111)
+
+
+def test_src_shared_base_read_as_64_bits_is_the_whole_aperture_address():
+    st = run_instruction("gfx1100", "s_mov_b64 s[30:31], src_shared_base", waves=1)
+    assert (int(st.W.s[0, 31]) << 32 | int(st.W.s[0, 30])) == 1 << 48
