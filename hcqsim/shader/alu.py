@@ -141,6 +141,29 @@ def _f32_to_f16_rtz(x):
     return r.astype(F16)
 
 
+def _to_norm(x, signed: bool):
+    """f32_to_snorm / f32_to_unorm: clamp to [-1, 1] ([0, 1]), scale by 32767 (65535), round to nearest even
+    (exact: the scaled value is formed in float64); NaN gives 0."""
+    x = np.asarray(x).astype(F64)
+    lo, scale, dt = (-1.0, 32767.0, I16) if signed else (0.0, 65535.0, U16)
+    with np.errstate(invalid="ignore"):
+        v = np.rint(np.clip(x, lo, 1.0) * scale)
+    return np.where(np.isnan(x), 0, v).astype(dt)
+
+
+def _to_u8(x):
+    """f32_to_u8 (v_cvt_pk_u8_f32): round to nearest even, saturate to [0, 255], NaN gives 0."""
+    x = np.asarray(x).astype(F64)
+    with np.errstate(invalid="ignore"):
+        v = np.clip(np.rint(x), 0, 255)
+    return np.where(np.isnan(x), 0, v).astype(U32)
+
+
+def _pk_u8(x, sel, old):
+    shift = (sel & U32(3)) * U32(8)
+    return (old & ~(U32(0xFF) << shift)) | (_to_u8(x) << shift)
+
+
 def _pack16(lo, hi):
     return np.asarray(lo).view(U16).astype(U32) | np.asarray(hi).view(U16).astype(U32) << U32(16)
 
@@ -258,6 +281,11 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_cvt_pk_i16_i32": ("b32", ("i32", "i32"), lambda a, b: _pack16(_sat(a, I16), _sat(b, I16))),
     "v_cvt_pk_u16_f32": ("b32", ("f32", "f32"), lambda a, b: _pack16(_cvt_f32_to_int(a, U16), _cvt_f32_to_int(b, U16))),
     "v_cvt_pk_i16_f32": ("b32", ("f32", "f32"), lambda a, b: _pack16(_cvt_f32_to_int(a, I16), _cvt_f32_to_int(b, I16))),
+    "v_cvt_pk_norm_i16_f32": ("b32", ("f32", "f32"), lambda a, b: _pack16(_to_norm(a, True), _to_norm(b, True))),
+    "v_cvt_pk_norm_u16_f32": ("b32", ("f32", "f32"), lambda a, b: _pack16(_to_norm(a, False), _to_norm(b, False))),
+    "v_cvt_pk_norm_i16_f16": ("b32", ("f16", "f16"), lambda a, b: _pack16(_to_norm(a, True), _to_norm(b, True))),
+    "v_cvt_pk_norm_u16_f16": ("b32", ("f16", "f16"), lambda a, b: _pack16(_to_norm(a, False), _to_norm(b, False))),
+    "v_cvt_pk_u8_f32": ("b32", ("f32", "u32", "u32"), _pk_u8),
     "v_cvt_i32_i16": ("i32", ("i16",), lambda a: a.astype(I32)),
     "v_cvt_u32_u16": ("u32", ("u16",), lambda a: a.astype(U32)),
     "v_mad_u32_u16": ("u32", ("u16", "u16", "u32"), lambda a, b, c: a.astype(U32) * b.astype(U32) + c),

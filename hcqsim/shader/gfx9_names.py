@@ -23,7 +23,9 @@ EXPLICIT = {
     "v_addc_co_u32": "v_add_co_ci_u32", "v_subb_co_u32": "v_sub_co_ci_u32", "v_subbrev_co_u32": "v_subrev_co_ci_u32",
     "v_add_u16": "v_add_nc_u16", "v_sub_u16": "v_sub_nc_u16", "v_mul_lo_u16": "v_mul_lo_u16",
     "v_ffbh_u32": "v_clz_i32_u32", "v_ffbl_b32": "v_ctz_i32_b32", "v_ffbh_i32": "v_cls_i32",
-    "v_subrev_u16": "v_subrev_nc_u16", "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32",
+    "v_subrev_u16": "v_subrev_nc_u16", "v_cvt_pknorm_i16_f32": "v_cvt_pk_norm_i16_f32",
+    "v_cvt_pknorm_u16_f32": "v_cvt_pk_norm_u16_f32", "v_cvt_pknorm_i16_f16": "v_cvt_pk_norm_i16_f16",
+    "v_cvt_pknorm_u16_f16": "v_cvt_pk_norm_u16_f16", "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32",
     "v_cvt_flr_i32_f32": "v_cvt_floor_i32_f32", "v_cvt_rpi_i32_f32": "v_cvt_nearest_i32_f32", "v_add_i16": "v_add_nc_i16", "v_sub_i16": "v_sub_nc_i16",
     # the GFX9 "legacy" 16-bit forms zero the high half unless op_sel[3] (as all GFX9 16-bit results here do)
     "v_mad_legacy_u16": "v_mad_u16", "v_mad_legacy_i16": "v_mad_i16", "v_fma_legacy_f16": "v_fma_f16",
