@@ -15,8 +15,11 @@ Things that are easy to get wrong (ISA_FACTS "llvmlite as the compiler"):
   Without it, every implicit kernel input is enabled, as measured in ISA_FACTS 4.3.
 * An unknown processor is only a warning inside LLVM (it compiles for "gfx000"). The target machine is
   checked once by emitting an empty module and reading the machine number from the ELF flags.
-* LLVM can still abort the process on IR that it accepts but cannot select instructions for; that cannot
-  be caught from Python.
+* LLVM aborts the process on IR that it accepts but cannot select instructions for (`llvm.sin.f64` on
+  gfx1100); that cannot be caught from Python. So compiles run in a child process (one worker per calling
+  process) and such an abort is a `CompileError` carrying LLVM's message. Code objects, listings and errors
+  are cached on disk (`cache_dir()`: $HCQSIM_CACHE, else ~/.cache/hcqsim; HCQSIM_CACHE=off disables it),
+  keyed by IR text, processor, opt level, ir_passes and the LLVM and llvmlite versions.
 
 Assembling instruction text (the encoding oracle of the instruction decoder's tests):
 
@@ -36,6 +39,7 @@ operands (v1.l, v2.h), which only that mode accepts and prints.
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import importlib.util
@@ -129,21 +133,214 @@ def _parse(ir_text: str, arch: str, tm: llvm.TargetMachine, ir_passes: bool, opt
 def compile_llvm(ir_text: str, arch: str = "gfx1100", opt: int = 2, *, ir_passes: bool = False) -> bytes:
     """Compile LLVM IR text to a relocatable AMDGPU ELF code object (ET_REL, code object v6 with LLVM 22).
 
-    Raises ValueError (naming `arch` and LLVM's message) for IR that does not parse or verify, an unknown
-    processor or a bad `opt`.
+    Raises CompileError (a ValueError, naming `arch` and LLVM's message) for IR that does not parse or verify,
+    IR LLVM cannot select instructions for (which aborts LLVM: the compile runs in a child process), an unknown
+    processor or a bad `opt`. Results are cached on disk (see `cache_dir`).
     """
-    tm = target_machine(arch, opt)
-    module = _parse(ir_text, arch, tm, ir_passes, opt)
-    with _emit_lock:
-        return tm.emit_object(module)
+    return _compile("obj", ir_text, arch, opt, ir_passes)
 
 
 def assemble_listing(ir_text: str, arch: str = "gfx1100", opt: int = 2, *, ir_passes: bool = False) -> str:
-    """The assembly text LLVM produces for the IR (a separate parse from any object emit)."""
+    """The assembly text LLVM produces for the IR (a separate parse from any object emit); errors and caching
+    as `compile_llvm`."""
+    return _compile("asm", ir_text, arch, opt, ir_passes).decode()
+
+
+def _emit(kind: str, ir_text: str, arch: str, opt: int, ir_passes: bool) -> bytes:
+    """The in-process compile: only ever run inside the compile worker, where an LLVM abort kills no caller."""
     tm = target_machine(arch, opt)
     module = _parse(ir_text, arch, tm, ir_passes, opt)
     with _emit_lock:
-        return tm.emit_assembly(module)
+        return tm.emit_object(module) if kind == "obj" else tm.emit_assembly(module).encode()
+
+
+# ---------------------------------------------------------------------------------------------------
+# compiling safely: a child process, and a disk cache
+#
+# LLVM reports IR it accepts but cannot select instructions for (llvm.sin.f64 on gfx1100) with abort(), which
+# no Python code survives. So every compile runs in a worker process (one per calling process, started on the
+# first compile, restarted after it died); a worker that dies turns into a CompileError with what LLVM printed.
+# The worker costs a round trip per compile and its start-up once; the disk cache makes reruns free.
+
+CACHE_FORMAT = 1  # bump when what is cached (or how it is keyed) changes
+_MAGIC = b"HCQC"
+_WORKER_TIMEOUT = 600  # seconds one compile may take before the worker is declared hung
+
+
+class CompileError(ValueError):
+    """LLVM could not compile the IR (parse, verify, or instruction selection) or the target is unknown; the
+    message names the processor and carries LLVM's own message."""
+
+
+def cache_dir() -> str | None:
+    """Where compiled code objects are kept: $HCQSIM_CACHE, else $XDG_CACHE_HOME/hcqsim, else ~/.cache/hcqsim
+    (a `llvm` directory inside). HCQSIM_CACHE=off disables the cache."""
+    root = os.environ.get("HCQSIM_CACHE")
+    if root is None:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hcqsim")
+    if root.lower() in ("off", "0", "none", ""):
+        return None
+    return os.path.join(root, "llvm")
+
+
+def _cache_key(kind: str, ir_text: str, arch: str, opt: int, ir_passes: bool) -> str:
+    import hashlib
+    import llvmlite
+    meta = f"{CACHE_FORMAT}|{kind}|{arch}|{opt}|{int(ir_passes)}|LLVM {_llvm_version()}|llvmlite {llvmlite.__version__}"
+    return hashlib.sha256(meta.encode() + b"\0" + ir_text.encode()).hexdigest()
+
+
+def _cache_read(key: str) -> tuple[bool, bytes] | None:
+    """(ok, code or error message) from the cache, or None (missing, unreadable or not ours)."""
+    d = cache_dir()
+    if d is None:
+        return None
+    try:
+        with open(os.path.join(d, key), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if data[:4] != _MAGIC or data[4:5] not in (b"O", b"E"):
+        return None
+    return data[4:5] == b"O", data[5:]
+
+
+def _cache_write(key: str, ok: bool, payload: bytes) -> None:
+    """Atomic: written to a private temporary file in the cache directory, then renamed over the key, so
+    concurrent writers (pytest-xdist workers) and readers only ever see whole entries."""
+    d = cache_dir()
+    if d is None:
+        return
+    try:
+        os.makedirs(d, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_MAGIC + (b"O" if ok else b"E") + payload)
+            os.replace(tmp, os.path.join(d, key))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:  # a read-only or full disk costs speed, not correctness
+        pass
+
+
+def _compile(kind: str, ir_text: str, arch: str, opt: int, ir_passes: bool) -> bytes:
+    if not isinstance(ir_text, str):
+        raise TypeError(f"LLVM IR must be text, not {type(ir_text).__name__}")
+    split_arch(arch)  # a malformed name is the caller's error, found without a worker
+    if opt not in (0, 1, 2, 3):
+        raise ValueError(f"{arch}: optimisation level must be 0..3, not {opt!r}")
+    key = _cache_key(kind, ir_text, arch, opt, bool(ir_passes))
+    hit = _cache_read(key)
+    if hit is None:
+        ok, payload, cacheable = _worker.run((kind, ir_text, arch, opt, bool(ir_passes)))
+        if cacheable:
+            _cache_write(key, ok, payload)
+    else:
+        ok, payload = hit
+    if not ok:
+        raise CompileError(payload.decode(errors="replace"))
+    return payload
+
+
+class _Worker:
+    """The compile worker of this process: `python -c 'from hcqsim.compiler import _serve; _serve()'` reading
+    pickled requests on stdin and answering (ok, payload) on stdout; its stderr goes to a file so that what LLVM
+    printed before aborting can be read after the process is gone."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.pid = 0  # the process that started `proc`: a forked child must not share its pipes
+        self.stderr = None
+        self.lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the worker (at exit): closing its stdin ends its loop."""
+        proc, self.proc = self.proc, None
+        if proc is not None and self.pid == os.getpid():
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def _start(self) -> None:
+        import hcqsim
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(hcqsim.__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        self.stderr = tempfile.TemporaryFile(prefix="hcqsim-llvm-")
+        self.proc = subprocess.Popen([sys.executable, "-c", "from hcqsim.compiler import _serve; _serve()"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env)
+        self.pid = os.getpid()
+
+    def run(self, request: tuple) -> tuple[bool, bytes, bool]:
+        """(ok, code or message, cacheable) for one compile request."""
+        import pickle
+        import select
+        import struct as st
+        kind, _ir, arch, _opt, _passes = request
+        with self.lock:
+            if self.proc is None or self.pid != os.getpid() or self.proc.poll() is not None:
+                self._start()
+            proc = self.proc
+            start = self.stderr.seek(0, os.SEEK_END)
+            try:
+                data = pickle.dumps(request)
+                proc.stdin.write(st.pack("<Q", len(data)) + data)
+                proc.stdin.flush()
+                if not select.select([proc.stdout], [], [], _WORKER_TIMEOUT)[0]:
+                    proc.kill()
+                    proc.wait()
+                    self.proc = None
+                    return False, f"{arch}: LLVM did not finish within {_WORKER_TIMEOUT} s (killed)".encode(), False
+                head = proc.stdout.read(8)
+                body = proc.stdout.read(st.unpack("<Q", head)[0]) if len(head) == 8 else b""
+                if len(head) < 8:
+                    raise EOFError
+            except (OSError, EOFError, st.error):
+                return self._died(arch, start)
+            ok, payload = pickle.loads(body)
+            return ok, payload, True
+
+    def _died(self, arch: str, start: int) -> tuple[bool, bytes, bool]:
+        """The worker is gone: what it printed becomes the error. An LLVM abort (SIGABRT after 'LLVM ERROR')
+        is a property of the IR and is cached; any other death is not."""
+        proc, self.proc = self.proc, None
+        code = proc.wait()
+        self.stderr.seek(start)
+        text = self.stderr.read().decode(errors="replace").strip()
+        lines = text.splitlines()
+        first = next((i for i, line in enumerate(lines) if "LLVM ERROR" in line), None)
+        shown = "\n".join(lines[first:first + 40] if first is not None else lines[-40:])
+        how = f"signal {-code}" if code < 0 else f"exit status {code}"
+        message = f"{arch}: LLVM aborted the compile ({how}): {shown or 'no message'}"
+        return False, message.encode(), first is not None and code == -6
+
+
+_worker = _Worker()
+atexit.register(_worker.close)
+
+
+def _serve() -> None:
+    """The compile worker's loop (see _Worker): one request at a time until stdin closes."""
+    import pickle
+    import struct as st
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        head = stdin.read(8)
+        if len(head) < 8:
+            return
+        kind, ir_text, arch, opt, ir_passes = pickle.loads(stdin.read(st.unpack("<Q", head)[0]))
+        try:
+            reply = (True, _emit(kind, ir_text, arch, opt, ir_passes))
+        except ValueError as e:  # bad IR, unknown processor: LLVM's message, the worker lives on
+            reply = (False, str(e).encode())
+        data = pickle.dumps(reply)
+        stdout.write(st.pack("<Q", len(data)) + data)
+        stdout.flush()
 
 
 # ---------------------------------------------------------------------------------------------------
