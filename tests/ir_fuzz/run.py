@@ -310,6 +310,13 @@ KNOWN_LLVM_BUGS = (
     (lambda prog, target, opt: any(_inserts_beside_negative_zero(prog, n) for n in prog.nodes),
      "LLVM (both targets, every level) folds insertelement into a <2 x half> constant whose other element is "
      "-0.0 (0x8000) as if it were +0.0: the stored high half is 0x0000"),
+    (lambda prog, target, opt: any(n.op == "ballot" and prog.nodes[n.args[0]].op == "fcmp"
+                                   and prog.nodes[n.args[0]].attr[:1] == ("one",) for n in prog.nodes),
+     "LLVM (both targets, every level) computes ballot(fcmp one) with v_cmp_neq (unordered or not equal) when "
+     "the compare has another use: NaN lanes come out set"),
+    (lambda prog, target, opt: target == "gfx942" and any(n.op == "fneg" and n.ty == "v2f32" for n in prog.nodes),
+     "LLVM (gfx942) lowers fneg <2 x float> to v_pk_add_f32 x, -0 with neg modifiers, an arithmetic add that "
+     "quiets a signalling NaN; fneg must only flip the sign bit"),
 )
 
 
