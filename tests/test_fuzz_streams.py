@@ -9,10 +9,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hcqsim import EmulatedGPU, pm4, sdma
-from hcqsim.errors import QueueError, RunawayError
+from hcqsim.errors import QueueError
+from hcqsim.registers import REGS, initiator
 
-DOCUMENTED_KINDS = {"decode error", "unsupported", "VM fault"}
+DOCUMENTED_KINDS = {"decode error", "unsupported", "VM fault", "runaway"}
 BUF_SIZE = 1 << 16
+KERNELS = ([0xBFB00000], [0xBF800000, 0xBFB00000])  # gfx11: s_endpgm; s_nop 0, s_endpgm
+
+
+def _self_loop(buf_va: int, slot: int) -> list[int]:
+    """WRITE_DATA an IB of [NOP, INDIRECT_BUFFER CHAIN to itself] into the buffer, then enter it: never ends."""
+    va = buf_va + 64 * slot
+    return pm4.write_data(va, pm4.nop(2) + pm4.indirect_buffer(va, 6, chain=1)) + pm4.indirect_buffer(va, 6)
+
+
+def _dispatch(code_va: int, dims, group: int, w32: int) -> list[int]:
+    """An executable kernel over any grid the 32-bit dims allow (most are past the runaway bound)."""
+    return (pm4.set_sh_reg(REGS["COMPUTE_PGM_LO"], [code_va >> 8 & 0xFFFFFFFF, code_va >> 40])
+            + pm4.set_sh_reg(REGS["COMPUTE_PGM_RSRC1"], [0, 0])
+            + pm4.set_sh_reg(REGS["COMPUTE_NUM_THREAD_X"], [group, 1, 1])
+            + pm4.dispatch_direct(*dims, initiator(compute_shader_en=1, force_start_at_000=1, cs_w32_en=w32)))
 
 
 def _addr(buf_va: int):
@@ -24,8 +40,12 @@ def _addr(buf_va: int):
     )
 
 
-def _pm4_packets(buf_va: int):
+def _pm4_packets(buf_va: int, code_vas: tuple[int, ...] = ()):
     a, u32 = _addr(buf_va), st.integers(0, 0xFFFFFFFF)
+    dim = st.one_of(st.integers(0, 4), st.integers(0, 0xFFFFFFFF))
+    grids = st.builds(_dispatch, st.sampled_from(code_vas), st.tuples(dim, dim, dim), st.integers(1, 256),
+                      st.integers(0, 1)) if code_vas else st.nothing()
+    endless = st.builds(_self_loop, st.just(buf_va), st.integers(0, 15))
     valid = st.one_of(
         st.integers(1, 6).map(pm4.nop),
         st.builds(lambda ad, d: pm4.write_data(ad, d), a, st.lists(u32, min_size=1, max_size=4)),
@@ -43,7 +63,7 @@ def _pm4_packets(buf_va: int):
     raw_header = st.builds(lambda op, count, pred: [pm4.header(op, count, predicate=pred)] + [0] * min(count + 1, 8),
                            st.integers(0, 255), st.integers(0, 12), st.integers(0, 1))
     garbage = st.lists(u32, min_size=1, max_size=4)
-    return st.lists(st.one_of(valid, valid, raw_header, garbage), min_size=1, max_size=12)
+    return st.lists(st.one_of(valid, valid, raw_header, garbage, grids, endless), min_size=1, max_size=12)
 
 
 def _sdma_packets(buf_va: int):
@@ -67,16 +87,17 @@ def _run_and_check(gpu: EmulatedGPU, queue, packets) -> None:
     stream = [d for p in packets for d in p]
     try:
         queue.submit(stream)
-    except (QueueError, RunawayError):
-        pass  # documented: a ring that cannot take it, an IB chain that loops
-    gpu.run()
+    except QueueError:
+        pass  # documented: a ring that cannot take it
+    gpu.run()  # the next progress point raises nothing, even after a runaway
     for fault in gpu.faults:
         assert fault.kind in DOCUMENTED_KINDS, str(fault)
         assert fault.queue == queue.name and fault.ring_offset is not None
-    # the GPU keeps working: a fresh queue executes a write
+    # the GPU keeps working: fresh PM4 and SDMA queues execute
     check = gpu.alloc(4096)
     gpu.compute_queue(ring_size=4096).submit(pm4.write_data(check.va, [0x600D]))
-    assert check.u32()[0] == 0x600D
+    gpu.sdma_queue(ring_size=4096).submit(sdma.fence(check.va + 4, 0x5D))
+    assert list(check.u32()[:2]) == [0x600D, 0x5D]
 
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -86,8 +107,11 @@ SLOW = settings(max_examples=2000, deadline=None, suppress_health_check=[HealthC
 def _fuzz_pm4(data):
     with EmulatedGPU(seed=0, max_packets_per_run=20_000, trace_limit=64) as gpu:
         buf = gpu.alloc(BUF_SIZE)
+        codes = [gpu.alloc(4096, executable=True) for _ in KERNELS]
+        for code, words in zip(codes, KERNELS):
+            code.u32()[:len(words)] = words
         q = gpu.compute_queue(ring_size=1 << 14)
-        _run_and_check(gpu, q, data.draw(_pm4_packets(buf.va)))
+        _run_and_check(gpu, q, data.draw(_pm4_packets(buf.va, tuple(c.va for c in codes))))
 
 
 def _fuzz_sdma(data):
