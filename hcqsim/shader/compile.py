@@ -39,13 +39,14 @@ COMPILERS = {
 def compile_instr(instr: Instr, ctx: Context) -> Run:
     if instr.mnemonic is None:
         raise ctx.unsupported(instr, "unknown opcode")
+    named = (instr.family, instr.mnemonic)  # the architecture's own names, for the coverage record
     if ctx.arch == "gfx942":
         instr = acc_operands(gfx9_as_gfx11(instr, ctx), ctx)
     compiler = COMPILERS.get(instr.family)
     if compiler is None:
         raise ctx.unsupported(instr, f"the {instr.family} format is not executed by the compute shader core")
     run = compiler(instr, ctx)
-    coverage.note(ctx.arch, instr.family, instr.mnemonic)
+    coverage.note(ctx.arch, *named)
     run.text = format_instr(instr)  # for fault reports
     return run
 
