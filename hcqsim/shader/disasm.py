@@ -1,5 +1,9 @@
 """Disassembler: `Instr` -> LLVM-style assembly text (the syntax LLVM 22's AMDGPU printer uses).
 
+Length: one printer per instruction format family and LLVM's operand spelling rules (registers, inline
+constants, modifiers, DPP/VOPD/true16 forms) in one place, which the gfx942 printer (`disasm_gfx9`) reuses;
+splitting it would separate the spelling rules from the only code that applies them.
+
 `format_instr(instr)` prints one instruction with its architecture's printer (gfx1100: this module's; gfx942:
 `disasm_gfx9`'s), `disassemble(code, arch)` a whole blob, one instruction per line. Branch targets print as
 LLVM's raw signed dword offset (`s_cbranch_execz 5` jumps to pc + 4 + 5 * 4); `annotate=True` adds the byte
