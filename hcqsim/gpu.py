@@ -27,10 +27,13 @@ from .memory import PAGE_SIZE, AddressSpace, VaWindow, host_view, page_align
 from .targets import Target, get_target
 
 _HEADER_NOISE = ("type", "opcode", "op")
-# The runaway bound: packets executed plus waves launched by one queue in one progress point. Past it the
-# queue faults (kind "runaway") and the others go on. ~1-3 s of emulation; the longest legitimate stream a
+# The runaway bound: packets executed plus waves launched (WAVES_PER_PACKET to a packet) by one queue in one
+# progress point. Past it the queue faults (kind "runaway") and the others go on. ~1-3 s of emulation; the longest legitimate stream a
 # 64 KiB ring holds without IBs is 16K packets.
 MAX_PACKETS_PER_RUN = 1_000_000
+# A launched wave costs 1/WAVES_PER_PACKET of a packet against the bound: a legitimate kernel of millions of
+# waves (2^26 threads is 1-2M waves) must not read as a runaway, while a billion-workgroup grid still does.
+WAVES_PER_PACKET = 64
 _HEX = re.compile(r"0x([0-9a-fA-F]+)")  # addresses in messages are canonicalised in traces
 
 
@@ -287,11 +290,11 @@ class EmulatedGPU:
                     break
                 q, budget = self.policy.choose(ready)
                 before = used.get(q, 0)
-                q.wave_budget = bound - before  # a dispatch checks it between wave batches
+                q.wave_budget = (bound - before) * WAVES_PER_PACKET  # a dispatch checks it before launching
                 waves = q.waves
                 n = self._advance(q, min(budget, bound - before))
                 executed += n
-                used[q] = total = before + n + q.waves - waves
+                used[q] = total = before + n + -(-(q.waves - waves) // WAVES_PER_PACKET)
                 if total >= bound and q.ready():  # past the bound with work left: this queue alone stops
                     self._record_fault(q, q.runaway(bound))
         finally:
