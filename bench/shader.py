@@ -25,35 +25,25 @@ import kernel_corpus as K  # noqa: E402
 from hcqsim.compiler import compile_llvm  # noqa: E402
 from hcqsim.runtime import open_device  # noqa: E402
 
-VADD = """
-define amdgpu_kernel void @vadd(ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %c) {
-entry:""" + K.GID_X + """
+def _elementwise(name: str, body: str) -> str:
+    """A kernel c[gid] = f(a[gid], b[gid]) over floats; `body` computes %s from %va and %vb."""
+    return f"""
+define amdgpu_kernel void @{name}(ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %c) {{
+entry:{K.GID_X}
   %pa = getelementptr float, ptr addrspace(1) %a, i32 %gid
   %pb = getelementptr float, ptr addrspace(1) %b, i32 %gid
   %pc = getelementptr float, ptr addrspace(1) %c, i32 %gid
   %va = load float, ptr addrspace(1) %pa
   %vb = load float, ptr addrspace(1) %pb
-  %s = fadd float %va, %vb
+{body}
   store float %s, ptr addrspace(1) %pc
   ret void
-}
+}}
 """
 
 
-FDIV = """
-define amdgpu_kernel void @fdiv(ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %c) {
-entry:""" + K.GID_X + """
-  %pa = getelementptr float, ptr addrspace(1) %a, i32 %gid
-  %pb = getelementptr float, ptr addrspace(1) %b, i32 %gid
-  %pc = getelementptr float, ptr addrspace(1) %c, i32 %gid
-  %va = load float, ptr addrspace(1) %pa
-  %vb = load float, ptr addrspace(1) %pb
-  %q = fdiv float %va, %vb
-  %s = call float @llvm.fma.f32(float %q, float %vb, float %va)
-  store float %s, ptr addrspace(1) %pc
-  ret void
-}
-"""
+VADD = _elementwise("vadd", "  %s = fadd float %va, %vb")
+FDIV = _elementwise("fdiv", "  %q = fdiv float %va, %vb\n  %s = call float @llvm.fma.f32(float %q, float %vb, float %va)")
 
 
 def _timed_run(dev, program, args, gsize, lsize) -> tuple[float, int]:
