@@ -258,6 +258,7 @@ class Check:
 
     ulp: float = 0.0
     nan: str = "quiet"  # "quiet": QNAN accepts any quiet NaN; "any": any NaN
+    abs_tol: float = 0.0  # an absolute error allowed besides `ulp` (sin/cos near their zeros)
 
 
 def _fmt_of(kind: str):
@@ -431,7 +432,7 @@ class ValuCase:
         wv, gv = to_float(res, f), to_float(part, f)
         if wv == gv:
             return wv != 0 or res == part  # zeros: the sign counts
-        return abs(wv - gv) <= self.compare.ulp * _ulp(wv, f)
+        return abs(wv - gv) <= self.compare.ulp * _ulp(wv, f) + self.compare.abs_tol
 
     def check(self) -> str | None:
         """Run and compare; None when every lane matches, else a description of the first mismatching lanes."""

@@ -1074,3 +1074,293 @@ def s_bitreplicate(x: int):
 def s_sext(bits: int):
     """S_SEXT_I32_I8 / I16: D0.i32 = sign-extended S0[bits-1:0]; SCC unchanged."""
     return lambda x: (u(sext(x, bits), 32), None)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# rounding to integers and transcendentals (RDNA3.5 16.9 / CDNA4 12.9 VOP1)
+
+
+def _nan_or(x: int, f: Fmt):
+    return QNAN if is_nan(x, f) else None
+
+
+def round_int(f: Fmt, mode: str) -> Callable[[int], int]:
+    """V_TRUNC_F32 "D0 = trunc(S0)"; V_FLOOR_F32 "D0 = trunc(S0); if S0 < 0 && S0 != D0 then D0 += -1.0";
+    V_CEIL_F32 "D0 = trunc(S0); if S0 > 0 && S0 != D0 then D0 += 1.0"; V_RNDNE_F32 "D0 = floor(S0 + 0.5); if
+    isEven(floor(S0)) && fract(S0) == 0.5 then D0 -= 1.0" read in exact arithmetic (IEEE roundToIntegralTiesToEven,
+    which LLVM selects v_rndne for). A zero result keeps the sign of S0 (trunc(-0.5) = -0; the D0 += 1.0 steps start
+    from trunc's signed zero: ceil(-0.5) = -0, floor(0.5) = +0). NaN -> quiet NaN; inf unchanged."""
+    def fn(x: int) -> int:
+        if is_nan(x, f):
+            return QNAN
+        if is_inf(x, f) or is_zero(x, f):
+            return x
+        v = value(x, f)
+        if mode == "trunc":
+            n = math.trunc(v)
+        elif mode == "floor":
+            n = math.floor(v)
+        elif mode == "ceil":
+            n = math.ceil(v)
+        else:
+            n = math.floor(v + Fraction(1, 2))
+            if math.floor(v) % 2 == 0 and v - math.floor(v) == Fraction(1, 2):
+                n -= 1
+        return round_to(Fraction(n), f, bool(sign(x, f)))
+    return fn
+
+
+def fract(f: Fmt) -> Callable[[int], int]:
+    """V_FRACT_F32: "D0 = S0 + -floor(S0)", "0.5ULP accuracy, denormals are accepted", "result clamped to 0x3f7fffff"
+    (the largest value below 1: fract(-2^-30) = 1 - 2^-30 rounds to 1.0 and is clamped). fract(-0) = -0 + +0 = +0.
+    NaN -> quiet NaN. +-inf: inf + -inf is NaN by the formula, but "clamped" is a min and LLVM's constant folding
+    of amdgcn.fract (ConstantFolding.cpp) returns NaN for inf too; asserted as a quiet NaN."""
+    almost_one = f.one - 1
+
+    def fn(x: int) -> int:
+        if is_nan(x, f) or is_inf(x, f):
+            return QNAN
+        if is_zero(x, f):
+            return 0
+        v = value(x, f)
+        r = round_to(v - math.floor(v), f)
+        return almost_one if r == f.one else r
+    return fn
+
+
+def _mpf_to_fraction(x) -> Fraction:
+    import mpmath
+    neg, man, exp, _ = mpmath.mpf(x)._mpf_  # (sign, mantissa, exponent, bit count); man_exp drops the sign
+    man = -int(man) if neg else int(man)
+    return Fraction(man) * (Fraction(2) ** int(exp)) if exp >= 0 else Fraction(man, 1 << -int(exp))
+
+
+def _transcendental(f: Fmt, special, exact, flush_in: bool, flush_out: bool):
+    """A reference for an approximate operation: `special(x)` returns the result the pseudocode or the guide's
+    functional examples fix (or None), `exact(v)` the exact value of a finite input as an mpmath number (or a
+    Fraction). "Denormals are flushed" (the f32 notes of v_rcp/v_rsq/v_sqrt/v_exp/v_log): a denormal input
+    (`flush_in`) or a result below the normal range (`flush_out`) may be flushed or not (ANY)."""
+    min_normal = Fraction(2) ** (1 - f.bias)
+
+    def fn(x: int) -> int:
+        if is_nan(x, f):
+            return QNAN
+        s = special(x)
+        if s is not None:
+            return s
+        if flush_in and is_denorm(x, f):
+            return ANY
+        q = exact(value(x, f))
+        if not isinstance(q, Fraction):
+            q = _mpf_to_fraction(q)
+        if flush_out and q != 0 and abs(q) < min_normal:
+            return ANY
+        return round_to(q, f)
+    return fn
+
+
+def _mp():
+    import mpmath
+    mpmath.mp.prec = 160
+    return mpmath
+
+
+def rcp(f: Fmt, flush: bool) -> Callable[[int], int]:
+    """V_RCP_F32 "D0 = 1.0 / S0" (1ULP; rcp(+-0) = +-inf, rcp(+-inf) = +-0)."""
+    def special(x):
+        if is_zero(x, f):
+            return (x & f.sign_bit) | f.inf
+        if is_inf(x, f):
+            return x & f.sign_bit
+        return None
+    return _transcendental(f, special, lambda v: 1 / v, flush, flush)
+
+
+def sqrt(f: Fmt, flush: bool) -> Callable[[int], int]:
+    """V_SQRT_F32 "D0 = sqrt(S0)": sqrt(-inf) = NaN, sqrt(-0) = -0, sqrt(+0) = +0, sqrt(+inf) = +inf, a negative
+    input gives NaN."""
+    def special(x):
+        if is_zero(x, f) or x == f.inf:
+            return x
+        if sign(x, f):
+            return QNAN
+        return None
+    return _transcendental(f, special, lambda v: _mp().sqrt(_mp().mpf(v.numerator) / v.denominator), flush, False)
+
+
+def rsq(f: Fmt, flush: bool) -> Callable[[int], int]:
+    """V_RSQ_F32 "D0 = 1.0 / sqrt(S0)": rsq(-inf) = NaN, rsq(-0) = -inf, rsq(+0) = +inf, rsq(+inf) = +0, a negative
+    input gives NaN."""
+    def special(x):
+        if is_zero(x, f):
+            return (x & f.sign_bit) | f.inf
+        if x == f.inf:
+            return 0
+        if sign(x, f):
+            return QNAN
+        return None
+    return _transcendental(f, special, lambda v: 1 / _mp().sqrt(_mp().mpf(v.numerator) / v.denominator), flush,
+                           flush)
+
+
+def exp2(f: Fmt, flush: bool) -> Callable[[int], int]:
+    """V_EXP_F32 "D0 = pow(2.0, S0)": exp(-inf) = 0, exp(-0) = 1, exp(+inf) = +inf."""
+    big = 4 * (f.bias + f.mbits)
+
+    def special(x):
+        if is_inf(x, f):
+            return 0 if sign(x, f) else f.inf
+        if is_zero(x, f):
+            return f.one
+        return None
+
+    def exact(v):
+        if v > big:
+            return Fraction(2) ** (2 * big)  # overflows the format
+        if v < -big:
+            return Fraction(0)
+        m = _mp()
+        return m.power(2, m.mpf(v.numerator) / v.denominator)
+    return _transcendental(f, special, exact, False, flush)
+
+
+def log2(f: Fmt, flush: bool) -> Callable[[int], int]:
+    """V_LOG_F32 "D0 = log2(S0)": log(-inf) = NaN, log(-1) = NaN, log(+-0) = -inf, log(1) = 0, log(+inf) = +inf."""
+    def special(x):
+        if is_zero(x, f):
+            return f.sign_bit | f.inf
+        if sign(x, f):
+            return QNAN
+        if x == f.inf:
+            return f.inf
+        if x == f.one:
+            return 0
+        return None
+
+    def exact(v):
+        m = _mp()
+        return m.log(m.mpf(v.numerator) / v.denominator, 2)
+    return _transcendental(f, special, exact, flush, False)
+
+
+def sincos(f: Fmt, cosine: bool) -> Callable[[int], int]:
+    """V_SIN_F32 "D0 = sin(S0 * 2 PI)" / V_COS_F32 "cos(S0 * 2 PI)": the operand is in revolutions; "Full range input
+    is supported"; the functional examples fix sin(+-inf) = NaN, sin(-0) = -0, sin(0.25) = 1, sin(-MaxFloat) = 0,
+    cos(-0) = 1, cos(0.25) = 0, cos(-MaxFloat) = 1 — so the product with 2 PI is exact (the argument is reduced in
+    revolutions: every float of magnitude >= 2^mbits is an integer, whose sine is 0 and cosine 1). An exact zero
+    result is +0 (sin(-MaxFloat) => 0x00000000), except sin(-0) = -0."""
+    def fn(x: int) -> int:
+        if is_nan(x, f) or is_inf(x, f):
+            return QNAN
+        if is_zero(x, f):
+            return f.one if cosine else x
+        v = value(x, f)
+        r = v - math.floor(v)  # the fraction of a turn, exact
+        if r == 0:
+            return f.one if cosine else 0
+        if r == Fraction(1, 2):
+            return (f.sign_bit | f.one) if cosine else 0
+        if r == Fraction(1, 4):
+            return 0 if cosine else f.one
+        if r == Fraction(3, 4):
+            return 0 if cosine else f.sign_bit | f.one
+        m = _mp()
+        t = m.mpf(r.numerator) / r.denominator
+        q = m.cospi(2 * t) if cosine else m.sinpi(2 * t)
+        return round_to(_mpf_to_fraction(q), f)
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------------------
+# more integer and bit operations (RDNA3.5 16.8-16.12 / CDNA4 12.7-12.11 VOP1/VOP2/VOP3)
+
+
+def shift_rev(bits: int, kind: str) -> Callable[[int, int], int]:
+    """V_LSHLREV_B32 "D0 = S1 << S0[4:0]", V_LSHRREV_B32 "D0 = S1 >> S0[4:0]", V_ASHRREV_I32 "D0.i32 = S1.i32 >>
+    S0[4:0]" (B16: S0[3:0], 16-bit S1; B64: S0[5:0], 64-bit S1)."""
+    sh_mask = bits - 1
+
+    def fn(a: int, b: int) -> int:
+        n = a & sh_mask
+        if kind == "lshl":
+            return (b << n) & mask(bits)
+        if kind == "lshr":
+            return u(b, bits) >> n
+        return u(sext(b, bits) >> n, bits)
+    return fn
+
+
+def bfm(a: int, b: int) -> int:
+    """V_BFM_B32: D0 = ((1 << S0[4:0]) - 1) << S1[4:0]."""
+    return (((1 << (a & 31)) - 1) << (b & 31)) & 0xFFFFFFFF
+
+
+def add3(a: int, b: int, c: int) -> int:
+    """V_ADD3_U32: D0 = S0 + S1 + S2."""
+    return (a + b + c) & 0xFFFFFFFF
+
+
+def mad_24(signed: bool) -> Callable[[int, int, int], int]:
+    """V_MAD_U32_U24: D0 = 32'U(S0.u24) * 32'U(S1.u24) + S2; V_MAD_I32_I24: 32'I(S0.i24) * 32'I(S1.i24) + S2.i32."""
+    if signed:
+        return lambda a, b, c: u(sext(a, 24) * sext(b, 24) + sext(c, 32), 32)
+    return lambda a, b, c: ((a & 0xFFFFFF) * (b & 0xFFFFFF) + c) & 0xFFFFFFFF
+
+
+def mad_16(signed: bool, wide: bool) -> Callable[[int, int, int], int]:
+    """V_MAD_U16: D0.u16 = S0.u16 * S1.u16 + S2.u16; V_MAD_I16 likewise signed (16-bit result); V_MAD_U32_U16:
+    D0.u32 = 32'U(S0.u16) * 32'U(S1.u16) + S2.u32; V_MAD_I32_I16: 32'I(S0.i16) * 32'I(S1.i16) + S2.i32."""
+    bits = 32 if wide else 16
+
+    def fn(a: int, b: int, c: int) -> int:
+        if signed:
+            return u(sext(a, 16) * sext(b, 16) + sext(c, bits), bits)
+        return u(u(a, 16) * u(b, 16) + u(c, bits), bits)
+    return fn
+
+
+def mul_lo_u16(a: int, b: int) -> int:
+    """V_MUL_LO_U16: D0.u16 = S0.u16 * S1.u16."""
+    return (a * b) & 0xFFFF
+
+
+def lerp_u8(a: int, b: int, c: int) -> int:
+    """V_LERP_U8: per byte i: (S0.byte[i] + S1.byte[i] + S2.u32[8i]) >> 1."""
+    out = 0
+    for i in range(4):
+        out |= ((((a >> 8 * i) & 0xFF) + ((b >> 8 * i) & 0xFF) + ((c >> 8 * i) & 1)) >> 1) << (8 * i)
+    return out
+
+
+def cvt_off_f32_i4(x: int) -> int:
+    """V_CVT_OFF_F32_I4: D0.f32 = CVT_OFF_TABLE[S0[3:0]]: the signed 4-bit value / 16 (1000 -> -0.5, 0111 -> 0.4375)."""
+    return round_to(Fraction(sext(x & 15, 4), 16), F32)
+
+
+def sat_pk_u8_i16(x: int) -> int:
+    """V_SAT_PK_U8_I16: D0.b16 = { SAT8(S0[31:16].i16), SAT8(S0[15:0].i16) } (a 16-bit result: gfx11 keeps the
+    other half of the register)."""
+    return max(0, min(255, sext(x, 16))) | max(0, min(255, sext(x >> 16, 16))) << 8
+
+
+def mul_dx9_zero(a: int, b: int) -> int:
+    """V_MUL_DX9_ZERO_F32 / V_MUL_LEGACY_F32: "if 64'F(S0) == 0.0 || 64'F(S1) == 0.0 then D0 = 0.0F else D0 = S0 *
+    S1": a zero operand gives +0 even times inf or NaN."""
+    if is_zero(a, F32) or is_zero(b, F32):
+        return 0
+    return f_mul(a, b, F32)
+
+
+def subrev_co(a: int, b: int) -> tuple[int, int]:
+    """V_SUBREV_CO_U32: D0 = S1 - S0; VCC = S0 > S1 (borrow)."""
+    return (b - a) & 0xFFFFFFFF, int(a > b)
+
+
+def subrevb_co(a: int, b: int, cin: int) -> tuple[int, int]:
+    """V_SUBREV_CO_CI_U32 / V_SUBBREV_CO_U32: D0 = S1 - S0 - VCC[lane]; VCC = 64'U(S0) + VCC[lane] > 64'U(S1)."""
+    return (b - a - cin) & 0xFFFFFFFF, int(a + cin > b)
+
+
+def lshl_add_u64(a: int, b: int, c: int) -> int:
+    """V_LSHL_ADD_U64: D0.u64 = (S0.u64 << S1.u32[2:0]) + S2.u64 (shift 0..4; CDNA4 12.11)."""
+    return ((a << (b & 7)) + c) & mask(64) if (b & 7) <= 4 else ANY
