@@ -281,7 +281,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra and args.command == "disasm" and not any(x.startswith("-") for x in extra):
+        args.words = list(args.words) + extra  # hex words after an option (argparse stops at the first option)
+    elif extra:
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.fn(args)
     except KeyError as e:  # an unknown scenario name

@@ -128,9 +128,10 @@ class HazardTracker:
             m = self._maps[id(region.buffer)] = _RangeMap()
         return m
 
-    def hazards(self, op: int, reads: Iterable[Region], writes: Iterable[Region]) -> list[Hazard]:
+    def hazards(self, op: int, reads: Iterable[Region], writes: Iterable[Region], *, war: bool = True) -> list[Hazard]:
         """What operation `op` must wait for: RAW for bytes it reads that an earlier op wrote; WAW and WAR for
-        bytes it writes that an earlier op wrote or (the latest reader on each queue) read."""
+        bytes it writes that an earlier op wrote or (the latest reader on each queue) read. `war=False` only
+        for the fuzzer's mutation tests (plan.MUTATIONS): a compiler that forgets write-after-read."""
         out: list[Hazard] = []
         for r in reads:
             m = self._maps.get(id(r.buffer))
@@ -144,7 +145,7 @@ class HazardTracker:
                 for lo, hi, s in m.overlapping(w.offset, w.end):
                     if s.writer is not None:
                         out.append(Hazard("WAW", s.writer, op, w.buffer, lo, hi))
-                    for reader in s.readers.values():
+                    for reader in s.readers.values() if war else ():
                         if reader != op:
                             out.append(Hazard("WAR", reader, op, w.buffer, lo, hi))
         return out

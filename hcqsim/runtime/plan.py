@@ -20,6 +20,12 @@ from .schedule import Operation
 
 MAX_BATCH = 4096  # operations per submit at most, however often the limit doubled
 
+# Deliberately broken rules, for the schedule fuzzer's mutation tests only (tests/test_schedule_fuzz.py sets them
+# through hcqsim.strategies.mutated): the fuzzer must catch each. Empty in normal use; a plan takes the set that is
+# active when it is made, so a compiled schedule keeps its behaviour.
+MUTATIONS = ("ignore_war", "elide_cross_queue_wait", "wait_older_signal", "drop_timeline_sync")
+active_mutations: frozenset[str] = frozenset()
+
 
 @dataclass(frozen=True)
 class QueueId:
@@ -83,6 +89,7 @@ class Plan:
     queues: dict[QueueId, PlannedQueue]
     steps: list[Step]  # by operation index
     finalizers: list[Finalizer]
+    mutations: frozenset = frozenset()  # MUTATIONS in effect (tests only)
 
     @property
     def dependency_waits(self) -> list[Wait]:
@@ -117,6 +124,7 @@ class _Planner:
         self.snap: dict[tuple[QueueId, int], tuple[dict, frozenset]] = {}  # knowledge at each point
         self.steps: list[Step] = []
         self.tracker = HazardTracker()
+        self.mutations = frozenset(active_mutations)
 
     def queue(self, qid: QueueId) -> PlannedQueue:
         q = self.queues.get(qid)
@@ -170,6 +178,16 @@ class _Planner:
                 keep.append(Wait(pq, point, reason, hz, dev))
         return keep
 
+    def _mutate(self, qid: QueueId, waits: list[Wait]) -> list[Wait]:
+        """The waits a broken compiler would emit, believing it emitted `waits` (mutation tests only)."""
+        if "elide_cross_queue_wait" in self.mutations:
+            waits = waits[1:]
+        if "wait_older_signal" in self.mutations:
+            waits = [Wait(w.queue, w.point - 1, w.reason, w.hazards, w.device) for w in waits]
+            for w in waits:
+                self._mark_signal(w.queue, w.point, waiter_is_host=qid.is_host)
+        return waits
+
     def _learn(self, qid: QueueId, waits: list[Wait]) -> None:
         known, synced = self.known[qid], self.synced[qid]
         for w in waits:
@@ -190,7 +208,7 @@ class _Planner:
         step.wakes_host |= waiter_is_host
 
     def add(self, op: Operation) -> None:
-        hazards = self.tracker.hazards(op.index, op.reads, op.writes)
+        hazards = self.tracker.hazards(op.index, op.reads, op.writes, war="ignore_war" not in self.mutations)
         qid = self._assign(op, hazards)
         q = self.queue(qid)
         seq = len(q.steps) + 1
@@ -213,6 +231,8 @@ class _Planner:
                     elided.append((h, f"a later operation of {prod.queue.label(self.devices)} is waited for"))
         waits = self._reduce(need)
         self._learn(qid, waits)
+        if self.mutations:
+            waits = self._mutate(qid, waits)
         # first touch of another device's memory: wait until that device's entry queue has passed its
         # timeline wait (unless a producer this queue waited for had done so)
         touched = {self.device_of(r.device) for r in op.reads + op.writes}
@@ -257,7 +277,7 @@ class _Planner:
             finalizers.append(fin)
         for q in self.queues.values():
             q.batches = [] if q.id.is_host else _batches(len(q.steps), self.s.batch_limit)
-        return Plan(self.devices, self.queues, self.steps, finalizers)
+        return Plan(self.devices, self.queues, self.steps, finalizers, self.mutations)
 
 
 def _batches(n: int, limit: int) -> list[range]:

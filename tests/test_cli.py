@@ -1,0 +1,87 @@
+"""The `hcqsim` command: conformance (pass/fail table, records, comparisons, exit status), info, disasm, trace."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hcqsim import pm4, sdma, trace_events
+from hcqsim.cli import main
+
+
+def test_python_dash_m_runs_the_command(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "hcqsim", "conformance", "--json", "kernel_iota"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["passed"] == 1 and doc["failed"] == [] and doc["compared_with"] == ["reference"]
+
+
+def test_conformance_prints_a_table_and_records_canonical_effects(tmp_path, capsys):
+    rec = tmp_path / "r.json"
+    assert main(["conformance", "--record", str(rec), "kernel_iota", "signal_sequence_checkpoints"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel_iota" in out and "pass" in out and "2/2 scenarios pass on sim (gfx1100)" in out
+    doc = json.loads(rec.read_text())
+    assert doc["format"] == "hcqsim-conformance-effects/1" and set(doc["scenarios"]) == {
+        "kernel_iota", "signal_sequence_checkpoints"}
+
+
+def test_a_differing_record_fails_with_the_first_differing_byte(tmp_path, capsys):
+    rec = tmp_path / "r.json"
+    main(["conformance", "--record", str(rec), "kernel_iota"])
+    doc = json.loads(rec.read_text())
+    runs = doc["scenarios"]["kernel_iota"]["buffers"]["out"]["runs"]
+    runs[0][1] = "0x000003e9"  # first word 1001 instead of 1000
+    rec.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["conformance", "--compare", str(rec), "kernel_iota"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "r.json: buffer out byte 0 (0x0): expected 0xe9, seen 0xe8" in out
+
+
+def test_an_unknown_scenario_is_a_usage_error(capsys):
+    assert main(["conformance", "no_such_scenario"]) == 2
+    assert "no scenario 'no_such_scenario'" in capsys.readouterr().err
+
+
+def test_info_shows_the_topology(capsys):
+    assert main(["info", "--target", "gfx942", "--gpus", "2", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert len(info) == 2 and info[0]["target"] == "gfx942" and info[0]["compute_queues"] >= 1
+    assert info[1]["label"].startswith("GPU 1")
+
+
+def test_disasm_pm4_sdma_isa_and_code_objects(tmp_path, capsys):
+    words = " ".join(f"{w:08x}" for w in pm4.write_data(0x1000, [7]))
+    assert main(["disasm", "pm4", *words.split()]) == 0
+    assert "WRITE_DATA" in capsys.readouterr().out
+    f = tmp_path / "s.bin"
+    f.write_bytes(b"".join(w.to_bytes(4, "little") for w in sdma.fence(0x2000, 5)))
+    assert main(["disasm", "sdma", "--file", str(f)]) == 0
+    assert "FENCE" in capsys.readouterr().out
+    assert main(["disasm", "isa", "--arch", "gfx1100", "bfb00000"]) == 0  # s_endpgm (gfx11 SOPP)
+    assert "s_endpgm" in capsys.readouterr().out
+    from hcqsim.kernels import code_object
+    co = tmp_path / "k.co"
+    co.write_bytes(code_object("inc", "gfx942"))
+    assert main(["disasm", "code-object", "--file", str(co)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("inc:  ; gfx942") and "s_endpgm" in out
+
+
+def test_trace_writes_a_trace_event_file(tmp_path):
+    out = tmp_path / "t.json"
+    assert main(["trace", "schedule_two_devices", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    trace_events.validate(doc)
+    assert {e["pid"] for e in doc["traceEvents"]} == {0, 1}
+
+
+@pytest.mark.parametrize("argv", [["conformance", "--target", "gfx9000"], ["disasm", "pm4"]])
+def test_bad_arguments_exit_non_zero(argv):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code != 0
