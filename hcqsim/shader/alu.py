@@ -211,6 +211,24 @@ def _frexp_exp(a, dtype):
     return np.where(np.isinf(a) | np.isnan(a), 0, e).astype(dtype)
 
 
+_SIN_QUARTERS = np.array([0.0, 1.0, 0.0, -1.0])  # sin / cos at 0, 1/4, 1/2, 3/4 of a turn: exact values
+_COS_QUARTERS = np.array([1.0, 0.0, -1.0, 0.0])
+
+
+def _turns(a, fn, quarters):
+    """v_sin / v_cos: the operand is in revolutions (full range). It is reduced exactly to its fraction of a
+    turn first (x - floor(x) is exact in float64 for every f16/f32 value: any |x| >= 2^24 is a whole number
+    of turns), quarter turns give the exact values, the rest fn(2*pi*t) rounded to the operand's type."""
+    x = a.astype(F64)
+    t = x - np.floor(x)  # [0, 1); +-inf and NaN give NaN
+    q = t * 4
+    exact = q == np.floor(q)
+    v = np.where(exact, quarters[np.where(exact, q, 0).astype(np.int64) % 4], fn(2 * np.pi * t))
+    if fn is np.sin:
+        v = np.where(x == 0, x, v)  # sin(+-0) = +-0 (the guide's functional examples)
+    return v.astype(a.dtype)
+
+
 def _fract(a):
     """v_fract: S0 + -floor(S0), clamped below 1.0 (the largest float under 1); +-inf and NaN give NaN."""
     below_one = np.nextafter(a.dtype.type(1), a.dtype.type(0))
@@ -361,8 +379,8 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_sqrt_f32": ("f32", ("f32",), _f(np.sqrt)),
     "v_rsq_f32": ("f32", ("f32",), _f(lambda a: (F32(1) / np.sqrt(a)).astype(F32))),
     "v_exp_f32": ("f32", ("f32",), _f(np.exp2)), "v_log_f32": ("f32", ("f32",), _f(np.log2)),
-    "v_sin_f32": ("f32", ("f32",), _f(lambda a: np.sin(a.astype(F64) * 2 * np.pi).astype(F32))),
-    "v_cos_f32": ("f32", ("f32",), _f(lambda a: np.cos(a.astype(F64) * 2 * np.pi).astype(F32))),
+    "v_sin_f32": ("f32", ("f32",), _f(lambda a: _turns(a, np.sin, _SIN_QUARTERS))),
+    "v_cos_f32": ("f32", ("f32",), _f(lambda a: _turns(a, np.cos, _COS_QUARTERS))),
     "v_floor_f32": ("f32", ("f32",), _f(np.floor)), "v_ceil_f32": ("f32", ("f32",), _f(np.ceil)),
     "v_trunc_f32": ("f32", ("f32",), _f(np.trunc)), "v_rndne_f32": ("f32", ("f32",), _f(np.rint)),
     "v_fract_f32": ("f32", ("f32",), _f(_fract)),
@@ -421,8 +439,8 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_fract_f16": ("f16", ("f16",), _f(_fract)),
     "v_frexp_mant_f16": ("f16", ("f16",), _f(_frexp_mant)),
     "v_frexp_exp_i16_f16": ("i16", ("f16",), _f(lambda a: _frexp_exp(a, I16))),
-    "v_sin_f16": ("f16", ("f16",), _f(lambda a: np.sin(a.astype(F64) * 2 * np.pi).astype(F16))),
-    "v_cos_f16": ("f16", ("f16",), _f(lambda a: np.cos(a.astype(F64) * 2 * np.pi).astype(F16))),
+    "v_sin_f16": ("f16", ("f16",), _f(lambda a: _turns(a, np.sin, _SIN_QUARTERS))),
+    "v_cos_f16": ("f16", ("f16",), _f(lambda a: _turns(a, np.cos, _COS_QUARTERS))),
     "v_floor_f16": ("f16", ("f16",), _f(np.floor)), "v_ceil_f16": ("f16", ("f16",), _f(np.ceil)),
     "v_trunc_f16": ("f16", ("f16",), _f(np.trunc)), "v_rndne_f16": ("f16", ("f16",), _f(np.rint)),
     "v_sqrt_f16": ("f16", ("f16",), _f(np.sqrt)), "v_rcp_f16": ("f16", ("f16",), _f(lambda a: (1 / a).astype(F16))),
