@@ -5,10 +5,22 @@ copyin_vs_numpy_64MiB / copyout_vs_numpy_64MiB: staged host transfers vs a plain
 (both ends already touched, as the baseline's are). Staging means two copies, so 0.5 is the ceiling.
 alloc_us_at_100k_live_bos: one 4 KiB device allocation (mmap, ALLOC, MAP, CPU map) with 100,000 buffers
 alive, the mean of the last 1,000 (microseconds; the emulated KFD's lookups are O(log n)).
+doorbell_to_first_packet_us_median / _p90: free-running mode, an independent client (tests/kfd_client.py) stores a
+doorbell with a plain 64-bit store; the time until the GPU thread finished the step that executed the packet
+(the client then spins on the result with sched_yield, as a GIL-friendly spinner does).
+doorbell_round_trip_pure_spin_us_median: the same, store -> the client sees the packet's write, spinning in pure
+Python (the GIL hand-over to the GPU thread and back is part of it).
+free_running_idle_cpu_percent: CPU the process uses while a free-running system sits idle.
+hwtests_wall_s_progress_points / hwtests_wall_s_free_running / hwtests_free_running_ratio: `pytest hwtests -n 2`
+in both modes (target: ratio <= 1.5).
 """
 from __future__ import annotations
 
+import ctypes
 import os
+import resource
+import statistics
+import subprocess
 import sys
 import time
 
@@ -16,6 +28,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import best  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from hcqsim.runtime import open_device
 
@@ -46,6 +60,9 @@ def main(spec: str = "sim") -> None:
     assert dev.copyout(buf, 4096) == data[:4096].tobytes()
     dev.close()
     alloc_at_scale(spec)
+    if spec == "sim":
+        doorbell_latency()
+        hwtests_wall_time()
 
 
 def alloc_at_scale(spec: str, live: int = 100_000, last: int = 1000) -> None:
@@ -55,6 +72,54 @@ def alloc_at_scale(spec: str, live: int = 100_000, last: int = 1000) -> None:
     bufs += [dev.alloc(4096) for _ in range(last)]
     print(f"alloc_us_at_100k_live_bos: {(time.perf_counter() - t) / last * 1e6:.1f}")
     dev.close()
+
+
+def doorbell_latency(n: int = 500) -> None:
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from kfd_client import Client, pm4
+
+    from hcqsim.kfd import EmulatedSystem
+    system = EmulatedSystem(free_running=True)
+    client = Client(system.os)
+    sig = client.alloc(0x1000, 2)
+    q = client.compute_queue()
+    word = ctypes.c_uint32.from_address(sig.va)
+    first, spin = [], []
+    for v in range(1, 2 * n + 1):
+        packet = pm4(0x37, [5 << 8, sig.va & 0xFFFFFFFF, sig.va >> 32, v])  # WRITE_DATA of v
+        pure = v > n
+        t0 = time.perf_counter()
+        q.submit(packet)
+        while word.value != v:
+            if not pure:
+                os.sched_yield()
+        t1 = time.perf_counter()
+        (spin.append(t1 - t0) if pure else first.append(system.thread.worked_at[-1] - t0))
+        if v % 50 == 0:
+            time.sleep(0.02)  # idle gaps: the thread backs off and must notice the next store by itself
+    first.sort()
+    print(f"doorbell_to_first_packet_us_median: {statistics.median(first) * 1e6:.1f}")
+    print(f"doorbell_to_first_packet_us_p90: {first[int(0.9 * len(first))] * 1e6:.1f}")
+    print(f"doorbell_round_trip_pure_spin_us_median: {statistics.median(spin) * 1e6:.1f}")
+    time.sleep(0.5)
+    r0, t = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    time.sleep(2)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    print(f"free_running_idle_cpu_percent: {100 * cpu / (time.monotonic() - t):.1f}")
+    client.close()
+    system.close()
+
+
+def hwtests_wall_time() -> None:
+    times = {}
+    for mode, extra in (("progress_points", []), ("free_running", ["--sim-free-running"])):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "hwtests", *extra],
+                       cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times[mode] = time.perf_counter() - t
+        print(f"hwtests_wall_s_{mode}: {times[mode]:.1f}")
+    print(f"hwtests_free_running_ratio: {times['free_running'] / times['progress_points']:.2f}")
 
 
 if __name__ == "__main__":

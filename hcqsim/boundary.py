@@ -66,6 +66,16 @@ class OSBoundary(abc.ABC):
         """A single 64-bit store of `value` to a mapped doorbell (after a full memory fence)."""
         raise NotImplementedError
 
+    def deadlock_report(self) -> "list | None":
+        """Optional, emulator only: when the machine behind this boundary can no longer change without the host
+        (every queue idle or blocked on memory), the blocked queues (`errors.BlockedQueue`, possibly none);
+        otherwise, and wherever the platform cannot tell (real hardware: this default), None.
+
+        A runtime that is itself the only host thread may treat a report as a deadlock at once, with the full
+        diagnosis, instead of sleeping out its timeout; WAIT_EVENTS itself keeps the kernel's contract (a
+        finite timeout returns KFD_IOC_WAIT_RESULT_TIMEOUT)."""
+        return None
+
     def fault_details(self, gpu_id: int) -> list[str]:
         """Extra text about recent GPU faults, where the platform can tell (the emulator can; a real
         kernel only logs them), for DeviceFault reports."""

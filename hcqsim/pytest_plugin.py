@@ -5,8 +5,14 @@ Fixtures: `device` (one device) and `devices` (two; on sim the plugin builds a s
 Markers: `sim_only`, `hw_only`, `slow`. Each test on sim gets a fresh emulated system, so tests are
 independent and deterministic (and safe under pytest-xdist). `--sim-sanitize` / `--no-sim-sanitize` turn the
 runtime's sanitizer on or off (default off; a conftest may set `config.option.sim_sanitize` when neither was
-given, as hcqsim's own hwtests do). Bad option values are usage errors before any test runs; the header
-says what the run uses.
+given, as hcqsim's own hwtests do). `--sim-free-running` runs the emulated GPUs on a background thread
+(`EmulatedSystem(free_running=True)`), for clients that store doorbells and spin on memory themselves. Bad
+option values are usage errors before any test runs; the header says what the run uses.
+
+When a test fails on sim -- an assertion, an exception, or a timeout from pytest-timeout (`--timeout=S`;
+a stuck free-running client sleeps in WAIT_EVENTS or spins, and the timeout turns that into a failure) --
+the report gets a section "hcqsim machine state": every emulated system still open, each queue's state,
+what each blocked queue waits for (packet, address, awaited and current value) and recent faults.
 """
 from __future__ import annotations
 
@@ -27,6 +33,9 @@ def pytest_addoption(parser):
                          "so stale GPU accesses are VM faults naming what was freed where")
     group.addoption("--no-sim-sanitize", action="store_false", dest="sim_sanitize",
                     help="turn the sanitizer off (where a conftest turns it on by default)")
+    group.addoption("--sim-free-running", action="store_true", default=False,
+                    help="run the emulated GPUs on a background thread that notices doorbell stores by itself "
+                         "(not deterministic across host/GPU interleavings; see README)")
 
 
 def pytest_configure(config):
@@ -67,7 +76,8 @@ def pytest_report_header(config) -> str:
     if parse_spec(spec)[0] != "sim":
         return f"hcqsim: device {spec}"
     return (f"hcqsim: device {spec}, target {config.getoption('--sim-target')}, policy "
-            f"{config.getoption('--sim-policy')}, sanitizer {'on' if _sanitize(config) else 'off'}")
+            f"{config.getoption('--sim-policy')}, sanitizer {'on' if _sanitize(config) else 'off'}"
+            f"{', free-running' if config.getoption('--sim-free-running') else ''}")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -80,7 +90,22 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _sim_options(config) -> dict:
-    return dict(target=config.getoption("--sim-target"), policy=config.getoption("--sim-policy"))
+    opts = dict(target=config.getoption("--sim-target"), policy=config.getoption("--sim-policy"))
+    if config.getoption("--sim-free-running"):
+        opts["free_running"] = True
+    return opts
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    from .kfd.system import live_systems  # the emulator, only once a test failed
+    systems = live_systems()
+    if systems:
+        report.sections.append(("hcqsim machine state", "\n".join(s.describe() for s in systems)))
 
 
 def _device_options(request) -> dict:

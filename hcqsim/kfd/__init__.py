@@ -16,8 +16,10 @@ amdgpu/amdgpu_amdkfd_gpuvm.c). A failing ioctl raises OSError(errno, message) an
 Where the emulator cannot do what the kernel does (e.g. map one page at two addresses), it fails with a message
 that says "emulator limitation" rather than silently doing something else.
 
-Progress points (DESIGN_NOTES 3): a doorbell store through `EmulatedOS.ring_doorbell`, and WAIT_EVENTS, which
-drives every GPU until the awaited events fire or the machine is quiet (then: DeadlockError).
+Progress points (DESIGN_NOTES 3, the default): a doorbell store through `EmulatedOS.ring_doorbell`, and
+WAIT_EVENTS, which drives every GPU until the awaited events fire or the machine is quiet (then, as the kernel
+does, TIMEOUT). `free_running`: the GPUs run on a background thread (`free_running.GpuThread`) that notices
+plain doorbell stores itself.
 """
 from .emulated_os import EmulatedOS
 from .process import KfdDriver

@@ -3,6 +3,8 @@
 System calls land where the kernel would send them: open/close keep fake file descriptors; ioctl goes to
 the driver's table; mmap and munmap to the process's memory (and, for the KFD offsets, to the event page,
 the doorbell slice and the HDP page); sysfs reads to the topology; the doorbell store to the queues.
+Every entry holds the system lock, so a host with several threads (or the free-running GPU thread beside
+it) never sees driver state half-updated.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .. import kfd_uapi as k
 from ..boundary import KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, OSBoundary
+from ..errors import BlockedQueue
 from ..memory import PAGE_SIZE
 from .process import OpenFile
 
@@ -35,6 +38,10 @@ class EmulatedOS(OSBoundary):
     # -- files -------------------------------------------------------------------------------------
 
     def open(self, path: str, flags: int = os.O_RDWR | os.O_CLOEXEC) -> int:
+        with self.system.lock:
+            return self._open(path)
+
+    def _open(self, path: str) -> int:
         if path == KFD_PATH:
             f = OpenFile("kfd")
         else:
@@ -47,7 +54,9 @@ class EmulatedOS(OSBoundary):
         return fd
 
     def close(self, fd: int) -> None:
-        if self.files.pop(fd, None) is None:
+        with self.system.lock:
+            f = self.files.pop(fd, None)
+        if f is None:
             raise OSError(errno.EBADF, f"close: fd {fd} is not open")
 
     def _file(self, fd: int, what: str) -> OpenFile:
@@ -57,14 +66,19 @@ class EmulatedOS(OSBoundary):
         return f
 
     def ioctl(self, fd: int, request: int, arg) -> None:
-        f = self._file(fd, "ioctl")
-        if f.kind != "kfd":
-            raise OSError(errno.ENOTTY, f"ioctl 0x{request:08x} on a render node: DRM ioctls are not emulated")
-        self.system.driver.ioctl(request, arg)
+        with self.system.lock:
+            f = self._file(fd, "ioctl")
+            if f.kind != "kfd":
+                raise OSError(errno.ENOTTY, f"ioctl 0x{request:08x} on a render node: DRM ioctls are not emulated")
+            self.system.driver.ioctl(request, arg)
 
     # -- memory mappings ---------------------------------------------------------------------------
 
     def mmap(self, addr: int, length: int, prot: int, flags: int, fd: int = -1, offset: int = 0) -> int:
+        with self.system.lock:
+            return self._mmap(addr, length, prot, flags, fd, offset)
+
+    def _mmap(self, addr: int, length: int, prot: int, flags: int, fd: int, offset: int) -> int:
         if length <= 0 or (flags & MAP_FIXED and addr % PAGE_SIZE):
             raise OSError(errno.EINVAL, f"mmap: bad length {length} or unaligned fixed address 0x{addr:x}")
         memory = self.system.driver.memory
@@ -108,7 +122,8 @@ class EmulatedOS(OSBoundary):
     def munmap(self, addr: int, length: int) -> None:
         if addr % PAGE_SIZE or length <= 0:
             raise OSError(errno.EINVAL, f"munmap: bad range 0x{addr:x}+{length:#x}")
-        self.system.driver.memory.munmap(addr, length)
+        with self.system.lock:
+            self.system.driver.memory.munmap(addr, length)
 
     # -- sysfs -------------------------------------------------------------------------------------
 
@@ -127,12 +142,19 @@ class EmulatedOS(OSBoundary):
     # -- doorbells and faults ----------------------------------------------------------------------
 
     def ring_doorbell(self, address: int, value: int) -> None:
-        self.system.driver.queues.ring_doorbell(address, value)
+        with self.system.lock:
+            self.system.driver.queues.ring_doorbell(address, value)
+        self.system.wake()
 
     def fault_details(self, gpu_id: int) -> list[str]:
-        dev = self.system.driver.device_by_id(gpu_id)
-        if dev is None:
-            return []
-        seen = self._reported.get(dev.index, 0)
-        self._reported[dev.index] = len(dev.gpu.faults)
-        return [str(f) for f in dev.gpu.faults[seen:]]
+        with self.system.lock:
+            dev = self.system.driver.device_by_id(gpu_id)
+            if dev is None:
+                return []
+            seen = self._reported.get(dev.index, 0)
+            self._reported[dev.index] = len(dev.gpu.faults)
+            return [str(f) for f in dev.gpu.faults[seen:]]
+
+    def deadlock_report(self) -> list[BlockedQueue] | None:
+        """Emulator only (see OSBoundary): the blocked queues once nothing but the host can change anything."""
+        return self.system.stuck()

@@ -1,14 +1,22 @@
 """The process's events and interrupts (kfd_events.c, kfd_int_process_v9.c): signal events in the event
 page, memory and hardware exception events, the interrupts the GPUs raise, and WAIT_EVENTS.
 
-WAIT_EVENTS is a progress point (DESIGN_NOTES 3): it drives every GPU until the awaited events fire or
-the machine is quiet, and then, with a non-zero timeout, raises DeadlockError instead of sleeping.
+WAIT_EVENTS keeps the kernel's contract (kfd_wait_on_events): timeout 0 polls; a finite timeout returns
+with wait_result KFD_IOC_WAIT_RESULT_TIMEOUT written into the caller's struct. In progress-point mode it is a
+progress point (DESIGN_NOTES 3): it drives every GPU until the awaited events fire or the machine is quiet;
+quiet with a finite timeout, nothing but the host can change anything any more, so it returns TIMEOUT at
+once instead of sleeping out a timeout nobody can end. An infinite timeout on a quiet machine would hang the
+process for ever: that one case raises DeadlockError (a documented deviation). In free-running mode it
+sleeps on the system's condition until an awaited event fires (the GPU thread's interrupts notify it) or
+the timeout elapses. hcqsim's runtime gets its instant deadlock diagnosis from the separate, emulator-only
+`OSBoundary.deadlock_report` query, not from this ioctl.
 """
 from __future__ import annotations
 
 import ctypes
 import errno
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -169,6 +177,8 @@ class ProcessEvents:
         ev.age = ev.age + 1 if ev.age + 1 < 1 << 64 else 2
         for w in ev.waiters:
             w.activated = True
+        if ev.waiters:
+            self.driver.system.wake()  # sleepers in WAIT_EVENTS (free-running, or other host threads)
 
     # -- interrupts --------------------------------------------------------------------------------
 
@@ -252,11 +262,15 @@ class ProcessEvents:
         waiters = [self._add_waiter(self.events[d.event_id], d) for d in data]
         try:
             done = lambda: self._condition(waiters, bool(args.wait_for_all)) != k.KFD_IOC_WAIT_RESULT_TIMEOUT
-            if not done():
+            system = self.driver.system
+            if not done() and system.thread is None:
                 self.driver.progress(done)
+            if not done() and args.timeout != k.KFD_EVENT_TIMEOUT_IMMEDIATE:
+                if system.thread is not None:
+                    self._sleep(done, args.timeout)
+                elif args.timeout == k.KFD_EVENT_TIMEOUT_INFINITE:
+                    raise DeadlockError(self._describe_wait(data, args), self.driver.blocked())
             result = self._condition(waiters, bool(args.wait_for_all))
-            if result == k.KFD_IOC_WAIT_RESULT_TIMEOUT and args.timeout != k.KFD_EVENT_TIMEOUT_IMMEDIATE:
-                raise DeadlockError(self._describe_wait(data, args), self.driver.blocked())
             args.wait_result = result
             if result == k.KFD_IOC_WAIT_RESULT_COMPLETE:
                 self._copy_event_data(waiters, args.events_ptr)
@@ -266,6 +280,20 @@ class ProcessEvents:
             for w in waiters:
                 if w.event is not None and w in w.event.waiters:
                     w.event.waiters.remove(w)
+
+    def _sleep(self, done: Callable[[], bool], timeout_ms: int) -> None:
+        """Free-running: sleep (the system lock released) until `done()` or the timeout elapsed."""
+        system = self.driver.system
+        infinite = timeout_ms == k.KFD_EVENT_TIMEOUT_INFINITE
+        deadline = time.monotonic() + timeout_ms / 1000
+        system.wake()  # a client may have stored a doorbell just before sleeping: the GPU thread looks now
+        while not done():
+            left = 1.0 if infinite else deadline - time.monotonic()
+            if left <= 0:
+                return
+            if system.closed:
+                raise OSError(errno.EINTR, "WAIT_EVENTS: the emulated system was closed while waiting")
+            system.cond.wait(min(left, 1.0))
 
     def _add_waiter(self, ev: Event, d: k.EventData) -> Waiter:
         w = Waiter(ev, ev.signaled)

@@ -101,6 +101,9 @@ class KfdDriver:
             self.handlers[nr](args, io)
         except OSError as e:
             error = e
+        finally:
+            if self.system.thread is not None:  # queues or events may have changed: the GPU thread looks
+                self.system.thread.kick()
         if io.dir & k.IOC_READ and usize:  # copied out even when the handler failed, as the kernel does
             out = bytes(kdata[:usize])
             if avail is not None:

@@ -2,10 +2,15 @@
 driver for one process, and `.os`, the `EmulatedOS` a runtime talks through."""
 from __future__ import annotations
 
+import threading
+import weakref
+
+from ..errors import BlockedQueue
 from ..gpu import EmulatedGPU
 from ..memory import VaWindow
 from ..targets import get_target
 from .emulated_os import EmulatedOS
+from .free_running import GpuThread, IdlePolicy
 from .process import KfdDriver, ProcessDevice
 from .queues import queue_sizes
 from .topology import NODE_FACTS, Sysfs, build_topology, gpu_node_properties, make_gpu_ids
@@ -13,20 +18,33 @@ from .topology import NODE_FACTS, Sysfs, build_topology, gpu_node_properties, ma
 
 class EmulatedSystem:
     """N emulated GPUs behind one emulated KFD, sharing one VA window (so a peer mapping is the same host
-    range at the same VA on every GPU). `.os` is the runtime's boundary."""
+    range at the same VA on every GPU). `.os` is the runtime's boundary.
+
+    `free_running=False` (the default, deterministic): the GPUs run only at progress points (a doorbell through
+    the boundary, WAIT_EVENTS, the emulator-only `deadlock_report` query). `free_running=True`: they run on a
+    background thread (`free_running.GpuThread`) that notices plain doorbell stores by itself, as hardware does,
+    for KFD clients that never call into the driver to make progress. What that gives up: the interleaving of
+    host stores with GPU packets (and so traces and timestamps across queues fed by the host) depends on thread
+    timing; a seeded policy still orders what is ready at each step. `close()` joins the thread.
+
+    Every driver entry (ioctl, mmap, munmap, doorbell, queries) and every engine step holds `lock`; `cond`
+    (on the same lock) is notified whenever an event fires or work may have arrived."""
 
     def __init__(self, num_gpus: int = 1, target: str = "gfx1100", seed: int = 0, policy="run_to_block",
-                 vram_size: int = 16 << 30):
+                 vram_size: int = 16 << 30, free_running: bool = False, idle_policy: IdlePolicy = IdlePolicy()):
         if num_gpus < 1:
             raise ValueError("an emulated system needs at least one GPU")
         self.target = get_target(target)
         if self.target.name not in NODE_FACTS:
             raise ValueError(f"no sysfs node facts for {self.target.name}")
         self.vram_size = vram_size
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self.free_running = bool(free_running)
         self.window = VaWindow()
         self.gpu_ids = make_gpu_ids(self.target.name, num_gpus)
         self.gpus = [EmulatedGPU(target, seed=seed + i, index=i, gpu_id=self.gpu_ids[i], window=self.window,
-                                 policy=policy) for i in range(num_gpus)]
+                                 policy=policy, autorun=not free_running) for i in range(num_gpus)]
         self.props = [gpu_node_properties(self.target, i, num_gpus) for i in range(num_gpus)]
         sizes = queue_sizes(self.target)
         devices = [ProcessDevice(i, g, self.gpu_ids[i], self.props[i], sizes) for i, g in enumerate(self.gpus)]
@@ -34,6 +52,44 @@ class EmulatedSystem:
         self.sysfs = Sysfs(build_topology(self.target, self.gpu_ids, vram_size, self.driver.memory.vram_used))
         self.os = EmulatedOS(self)
         self.closed = False
+        self.thread: GpuThread | None = GpuThread(self, idle_policy) if free_running else None
+        _live.add(self)
+
+    def wake(self) -> None:
+        """Work may have arrived or an event fired: wake the GPU thread and every sleeper."""
+        if self.thread is not None:
+            self.thread.kick()
+        else:
+            with self.cond:
+                self.cond.notify_all()
+
+    def stuck(self) -> list[BlockedQueue] | None:
+        """The queues blocked when nothing but the host can change the machine any more, else None.
+        Progress-point mode: runs a progress point first (so it is always quiet afterwards). Free-running:
+        delivers pending doorbell stores and looks, without executing (the thread does that)."""
+        with self.lock:
+            driver = self.driver
+            if self.thread is None:
+                driver.progress()
+            elif driver.queues.poll_doorbells() or any(q.ready() for d in driver.devices for q in d.gpu.queues):
+                self.wake()
+                return None
+            return driver.blocked()
+
+    def describe(self) -> str:
+        """Every queue's state and what blocked queues wait for: what a test report shows when a client's
+        test fails or times out on this machine."""
+        with self.lock:
+            lines = [f"emulated system ({len(self.gpus)} x {self.target.name}, "
+                     f"{'free-running' if self.free_running else 'progress points'}"
+                     f"{', closed' if self.closed else ''})"]
+            if self.thread is not None and self.thread.error is not None:
+                lines.append(f"  GPU thread stopped by an emulator error: {self.thread.error!r}")
+            for gpu in self.gpus:
+                lines += [f"  {gpu.label}: {q.status()}" for q in gpu.queues]
+                lines += [f"    blocked: {b}" for b in gpu.blocked()]
+                lines += [f"    fault: {str(f).splitlines()[0]}" for f in gpu.faults[-3:]]
+            return "\n".join(lines)
 
     def render_path(self, index: int) -> str:
         return f"/dev/dri/renderD{self.props[index]['drm_render_minor']}"
@@ -42,6 +98,13 @@ class EmulatedSystem:
         if self.closed:
             return
         self.closed = True
+        if self.thread is not None:
+            self.thread.close()
+        _live.discard(self)
+        with self.lock:
+            self._close_parts()
+
+    def _close_parts(self) -> None:
         self.driver.close()
         for gpu in self.gpus:
             gpu.close()
@@ -52,3 +115,11 @@ class EmulatedSystem:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_live: "weakref.WeakSet[EmulatedSystem]" = weakref.WeakSet()
+
+
+def live_systems() -> list[EmulatedSystem]:
+    """Emulated systems not closed yet (the pytest plugin describes them when a test fails)."""
+    return [s for s in list(_live) if not s.closed]

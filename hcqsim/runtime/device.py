@@ -559,15 +559,18 @@ class Device:
                 raise DeviceTimeout(f"timed out after {timeout_ms} ms waiting for {what} (current "
                                     f"{signal.value}) on {self.label}:\n  "
                                     + "\n  ".join(r.describe_state() for r in self._rings.values()))
-            try:
-                self._wait_events([self.completion_event, self.memory_event, self.hw_event], min(left_ms,
-                                                                                                  WAIT_SLICE_MS))
-            except DeadlockError as e:
+            # The emulator can say at once that nothing but this host can change the machine any more (an
+            # optional boundary query; real hardware answers None and the wait sleeps out its timeout).
+            stuck = self.os.deadlock_report()
+            if stuck is not None:
                 self._check_faults()
                 if done():
                     return
-                raise DeadlockError(f"{what} on {self.label} (current {signal.value & 0xFFFFFFFF})",
-                                    e.blocked) from None
+                raise DeadlockError(f"{what} on {self.label} (current {signal.value & 0xFFFFFFFF})", stuck)
+            result, data = self._wait_events([self.completion_event, self.memory_event, self.hw_event],
+                                             min(left_ms, WAIT_SLICE_MS))
+            if result == K.KFD_IOC_WAIT_RESULT_COMPLETE:  # this wait may have consumed an exception event
+                self._report_exceptions(data[1], data[2])
 
     def _wait_events(self, event_ids: list[int], timeout_ms: int) -> tuple[int, ctypes.Array]:
         data = (K.EventData * len(event_ids))()
@@ -590,14 +593,18 @@ class Device:
         if self._closed:
             raise HcqsimError(f"{self.label} is closed")
         result, data = self._wait_events([self.memory_event, self.hw_event], 0)
-        if result != K.KFD_IOC_WAIT_RESULT_COMPLETE:
+        if result == K.KFD_IOC_WAIT_RESULT_COMPLETE:
+            self._report_exceptions(data[0], data[1])
+
+    def _report_exceptions(self, mem_data: K.EventData, hw_data: K.EventData) -> None:
+        """DeviceFault if a wait returned exception data (gpu_id is set only for an event that fired)."""
+        mem, hw = mem_data.memory_exception_data, hw_data.hw_exception_data
+        if not (mem.gpu_id or hw.gpu_id):
             return
         new = []
-        mem = data[0].memory_exception_data
         if mem.gpu_id:
             flags = [n for n in ("NotPresent", "ReadOnly", "NoExecute") if getattr(mem.failure, n)]
             new.append(f"{self.process.label(mem.gpu_id)} memory exception at VA 0x{mem.va:x} ({', '.join(flags) or 'fault'})")
-        hw = data[1].hw_exception_data
         if hw.gpu_id:
             new.append(f"{self.process.label(hw.gpu_id)} hardware exception (reset type {hw.reset_type}, cause {hw.reset_cause})")
         new += self.os.fault_details(self.gpu_id)

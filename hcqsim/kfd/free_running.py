@@ -1,0 +1,147 @@
+"""Free-running mode: the GPUs of an `EmulatedSystem` run on a background thread, beside the host, as
+hardware does (issue 12). The thread notices doorbell stores by itself (a plain 64-bit store into the mapped
+doorbell slice is enough; no call into the driver is needed), re-checks WAIT_REG_MEM / POLL_REGMEM stalls,
+and raises the interrupts that wake WAIT_EVENTS sleepers.
+
+Idle policy. Python threads share one interpreter lock, so "noticing" a store costs the host thread a GIL
+hand-over; the policy keeps that cheap while work is arriving and free while nothing is:
+- busy: run every GPU until no queue can advance, then look again at once;
+- for `spin_s` after the last executed packet: look every `spin_sleep_s` (a short nanosleep that releases the
+  GIL, so a host thread spinning on signal memory keeps running) -- the low-latency phase;
+- after that: sleep on the system's condition with a timeout doubling from `spin_sleep_s` to `max_sleep_s`;
+  any driver call that may create work (a doorbell through the boundary, CREATE/UPDATE_QUEUE, WAIT_EVENTS,
+  SET_EVENT) notifies the condition and restarts the low-latency phase. A store nobody announces is seen
+  within `max_sleep_s`.
+
+The engine step (doorbell delivery plus `EmulatedGPU.run`) holds the system lock, the same lock every ioctl,
+mmap and munmap takes, so driver state is never seen half-updated; host threads reading and writing GPU
+memory while the engines run need no lock (that is the normal case, as on hardware).
+"""
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .system import EmulatedSystem
+
+
+@dataclass(frozen=True)
+class IdlePolicy:
+    """How the GPU thread looks for work when there is none (see the module docstring)."""
+
+    spin_s: float = 0.005
+    spin_sleep_s: float = 0.00002
+    max_sleep_s: float = 0.001
+    # While the thread runs, the interpreter's switch interval is lowered to this so a host thread spinning in
+    # pure Python hands the GIL over within tens of microseconds instead of the default 5 ms.
+    switch_interval_s: float = 0.00005
+
+
+_interval_lock = threading.Lock()
+_interval_users = 0
+_saved_interval = 0.005
+
+
+def _lower_switch_interval(value: float) -> None:
+    """Lowered while any free-running system lives; restored when the last one closes."""
+    global _interval_users, _saved_interval
+    with _interval_lock:
+        if _interval_users == 0:
+            _saved_interval = sys.getswitchinterval()
+        _interval_users += 1
+        sys.setswitchinterval(min(sys.getswitchinterval(), value))
+
+
+def _restore_switch_interval() -> None:
+    global _interval_users
+    with _interval_lock:
+        _interval_users -= 1
+        if _interval_users == 0:
+            sys.setswitchinterval(_saved_interval)
+
+
+def _fine_timer_slack() -> None:
+    """Linux rounds a sleeping thread's wake-up up by its timer slack (50 us by default): 1 us for this thread,
+    so the low-latency phase's short sleeps are short (best effort; prctl PR_SET_TIMERSLACK = 29)."""
+    try:
+        ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+class GpuThread:
+    """The background thread of one free-running system."""
+
+    def __init__(self, system: "EmulatedSystem", policy: IdlePolicy = IdlePolicy()):
+        self.system, self.policy = system, policy
+        self._stop = self._closed = False
+        self._kick = False  # a driver call announced possible work: restart the low-latency phase
+        self.steps = 0  # engine steps that executed something (for tests and benchmarks)
+        self.error: BaseException | None = None  # an emulator bug that stopped the thread
+        self.worked_at: deque[float] = deque(maxlen=4096)  # perf_counter() after each step that executed something
+        _lower_switch_interval(policy.switch_interval_s)
+        self._thread = threading.Thread(target=self._main, name="hcqsim-gpus", daemon=True)
+        self._thread.start()
+
+    def kick(self) -> None:
+        """Possible new work (called with the system lock held or not)."""
+        with self.system.cond:
+            self._kick = True
+            self.system.cond.notify_all()
+
+    def step(self) -> int:
+        """One engine step under the system lock: deliver doorbell stores, run every GPU until quiet."""
+        system = self.system
+        with system.lock:
+            if self._stop or system.closed:
+                return 0
+            driver = system.driver
+            executed = driver.queues.poll_doorbells()
+            executed += sum(d.gpu.run() for d in driver.devices)
+            if executed:
+                self.worked_at.append(time.perf_counter())
+                system.cond.notify_all()  # sleepers re-check their conditions (WAIT_EVENTS, the runtime)
+            return executed
+
+    def _main(self) -> None:
+        _fine_timer_slack()
+        p = self.policy
+        last_work = time.monotonic()
+        sleep = p.spin_sleep_s
+        try:
+            while not self._stop:
+                if self.step():
+                    self.steps += 1
+                    last_work, sleep = time.monotonic(), p.spin_sleep_s
+                    continue
+                if time.monotonic() - last_work < p.spin_s:
+                    time.sleep(p.spin_sleep_s)
+                    continue
+                with self.system.cond:
+                    if not self._kick and not self._stop:
+                        self.system.cond.wait(sleep)
+                    if self._kick:
+                        self._kick, last_work, sleep = False, time.monotonic(), p.spin_sleep_s
+                    else:
+                        sleep = min(sleep * 2, p.max_sleep_s)
+        except BaseException as e:  # an emulator bug: keep it for close() and the reports, never hang
+            self.error = e
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        self._stop = True
+        self.kick()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+        if not self._closed:
+            self._closed = True
+            _restore_switch_interval()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()

@@ -1,0 +1,107 @@
+"""WAIT_EVENTS keeps kfd_events.c's contract in both modes: timeout 0 polls, a finite timeout returns with
+wait_result TIMEOUT written into the caller's struct (no error); hcqsim's runtime gets its instant deadlock
+diagnosis from the emulator-only `deadlock_report` boundary query instead."""
+import ctypes
+import time
+
+import pytest
+
+from hcqsim import kfd_uapi as k
+from hcqsim import pm4
+from hcqsim.boundary import OSBoundary
+from hcqsim.errors import DeadlockError
+from hcqsim.kfd import EmulatedSystem
+from hcqsim.runtime import RealOS, open_device
+
+from test_kfd_driver import Runtime
+
+
+@pytest.fixture(params=[False, True], ids=["progress-points", "free-running"])
+def rt(request):
+    system = EmulatedSystem(free_running=request.param)
+    yield Runtime(system.os)
+    system.close()
+
+
+def blocked_signal(rt):
+    """A queue stalled on WAIT_REG_MEM of a flag nobody set, then signalling event `sig`."""
+    sig = rt.event_page().event_id
+    q, flag = rt.compute_queue(), rt.alloc(0x1000)
+    rt.submit(q, pm4.wait_reg_mem(flag.va, 1) + pm4.release_mem(rt.events.va + 8 * sig, sig, int_sel=2, ctxid=sig))
+    return sig, flag
+
+
+def test_a_finite_timeout_returns_timeout_in_the_struct(rt):
+    sig, _ = blocked_signal(rt)
+    start = time.monotonic()
+    assert rt.wait([sig], timeout=50)[0] == k.KFD_IOC_WAIT_RESULT_TIMEOUT
+    took = time.monotonic() - start
+    # free-running: the kernel sleeps out the timeout; progress points: nothing but the host can change anything
+    assert took >= 0.045 if rt.os.system.free_running else took < 0.045
+
+
+def test_timeout_zero_polls(rt):
+    sig, _ = blocked_signal(rt)
+    assert rt.wait([sig], timeout=0)[0] == k.KFD_IOC_WAIT_RESULT_TIMEOUT
+
+
+def test_a_host_store_then_a_wait_completes(rt):
+    sig, flag = blocked_signal(rt)
+    flag.u32().value = 1
+    assert rt.wait([sig], timeout=5000)[0] == k.KFD_IOC_WAIT_RESULT_COMPLETE
+
+
+def test_deadlock_report_names_the_blocked_queue_and_none_while_work_can_run(rt):
+    sig, flag = blocked_signal(rt)
+    report, deadline = rt.os.deadlock_report(), time.monotonic() + 5
+    while report is None and time.monotonic() < deadline:  # free-running: None until the CP reached the wait
+        report = rt.os.deadlock_report()
+    assert len(report) == 1 and "WAIT_REG_MEM" in report[0].packet and report[0].address == flag.va
+    flag.u32().value = 1
+    assert rt.wait([sig], timeout=5000)[0] == k.KFD_IOC_WAIT_RESULT_COMPLETE
+    assert rt.os.deadlock_report() in ([], None) and rt.wait([sig], timeout=0)[0] == k.KFD_IOC_WAIT_RESULT_TIMEOUT
+    deadline = time.monotonic() + 5
+    while rt.os.deadlock_report() is None and time.monotonic() < deadline:
+        pass
+    assert rt.os.deadlock_report() == []  # quiet, nothing blocked
+
+
+def test_real_hardware_cannot_tell_a_deadlock():
+    assert RealOS.deadlock_report is OSBoundary.deadlock_report
+    assert OSBoundary.deadlock_report(RealOS()) is None
+
+
+@pytest.mark.parametrize("free_running", [False, True])
+def test_the_runtime_still_reports_a_deadlock_at_once(free_running):
+    dev = open_device("sim", free_running=free_running)
+    gate, done = dev.new_signal(0), dev.new_signal(0)
+    dev.compute_queue().wait(gate, 1).signal(done, 1).submit()
+    start = time.monotonic()
+    with pytest.raises(DeadlockError) as info:
+        done.wait(1)
+    assert time.monotonic() - start < 1.0  # not a 30 s timeout
+    assert "WAIT_REG_MEM" in str(info.value) and f"0x{gate.value_addr:x}" in str(info.value)
+    dev.close()
+
+
+def test_an_infinite_wait_on_a_quiet_machine_at_progress_points_is_a_deadlock():
+    system = EmulatedSystem()
+    rt = Runtime(system.os)
+    sig, _ = blocked_signal(rt)
+    with pytest.raises(DeadlockError, match="WAIT_EVENTS on events"):
+        rt.wait([sig], timeout=k.KFD_EVENT_TIMEOUT_INFINITE)
+    system.close()
+
+
+def test_a_free_running_wait_wakes_when_another_host_thread_stores():
+    import threading
+    system = EmulatedSystem(free_running=True)
+    rt = Runtime(system.os)
+    sig, flag = blocked_signal(rt)
+    timer = threading.Timer(0.05, lambda: setattr(ctypes.c_uint32.from_address(flag.va), "value", 1))
+    timer.start()
+    start = time.monotonic()
+    assert rt.wait([sig], timeout=k.KFD_EVENT_TIMEOUT_INFINITE)[0] == k.KFD_IOC_WAIT_RESULT_COMPLETE
+    assert time.monotonic() - start < 5
+    timer.join(5)
+    system.close()
