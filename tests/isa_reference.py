@@ -1364,3 +1364,76 @@ def subrevb_co(a: int, b: int, cin: int) -> tuple[int, int]:
 def lshl_add_u64(a: int, b: int, c: int) -> int:
     """V_LSHL_ADD_U64: D0.u64 = (S0.u64 << S1.u32[2:0]) + S2.u64 (shift 0..4; CDNA4 12.11)."""
     return ((a << (b & 7)) + c) & mask(64) if (b & 7) <= 4 else ANY
+
+
+# ---------------------------------------------------------------------------------------------------------
+# VOP3P packed math (RDNA3.5 16.10 / CDNA4 12.10): each 16-bit (gfx942 packed f32: 32-bit) half of the result is
+# the scalar operation on the halves op_sel (low result) / op_sel_hi (high result) pick; the per-half references
+# below take those (modified) halves. V_PK_ADD_U16 "tmp[15:0].u16 = S0[15:0].u16 + S1[15:0].u16" etc.; with clamp
+# the integer add/sub saturate to the half's type.
+
+
+def pk_add_int(signed: bool, subtract: bool = False) -> Callable[..., int]:
+    """V_PK_ADD/SUB_U16/I16: tmp.{u,i}16 = S0 +- S1 (wrapping; clamp: saturating)."""
+    def fn(a: int, b: int, clamp: bool = False) -> int:
+        x, y = (sext(a, 16), sext(b, 16)) if signed else (a & 0xFFFF, b & 0xFFFF)
+        v = x - y if subtract else x + y
+        if not clamp:
+            return u(v, 16)
+        return sat_signed(v, 16) if signed else sat_unsigned(v, 16)
+    return fn
+
+
+def pk_shift(kind: str) -> Callable[[int, int], int]:
+    """V_PK_LSHLREV_B16 "tmp[15:0].u16 = S1[15:0].u16 << S0.u32[3:0]" (high: S0[19:16]); LSHRREV >>; ASHRREV
+    S1.i16 >> (arithmetic)."""
+    def fn(a: int, b: int) -> int:
+        n = a & 15
+        if kind == "lshl":
+            return (b << n) & 0xFFFF
+        if kind == "lshr":
+            return (b & 0xFFFF) >> n
+        return u(sext(b, 16) >> n, 16)
+    return fn
+
+
+def pk_mad16(a: int, b: int, c: int) -> int:
+    """V_PK_MAD_U16 / V_PK_MAD_I16: tmp = S0 * S1 + S2 (16 bits kept; the same bits signed or unsigned)."""
+    return (a * b + c) & 0xFFFF
+
+
+def pk_mul_lo_u16(a: int, b: int) -> int:
+    """V_PK_MUL_LO_U16: tmp.u16 = S0.u16 * S1.u16 (low 16 bits)."""
+    return (a * b) & 0xFFFF
+
+
+# V_FMA_MIX_F32 / V_FMA_MIXLO_F16 / V_FMA_MIXHI_F16 (RDNA3.5 16.10; CDNA4 V_MAD_MIX*): in[i] = S[i].f32 when
+# !OPSEL_HI[i], else f16_to_f32 of the half OPSEL[i] picks; NEG_HI is abs, NEG_LO neg; D0.f32 = in0 * in1 + in2
+# (fused, one rounding); MIXLO: D0[15:0].f16 = f32_to_f16(in0 * in1 + in2), MIXHI into D0[31:16].
+
+
+def mix_input(raw: int, opsel: int, opsel_hi: int, neg: bool, abs_: bool) -> int:
+    """The f32 bits of one mix input (before the multiply-add): the register's f32 or one f16 half widened."""
+    if not opsel_hi:
+        x = raw & 0xFFFFFFFF
+    else:
+        x = convert((raw >> (16 * opsel)) & 0xFFFF, F16, F32)
+    if abs_:
+        x = fabs(x, F32)
+    if neg:
+        x = fneg(x, F32)
+    return x
+
+
+def mix_to_f16(a: int, b: int, c: int) -> int:
+    """f32_to_f16(in0 * in1 + in2) for the MIXLO/MIXHI forms. The guide does not say whether the sum is rounded to
+    f32 first (LLVM selects fptrunc(fma f32) to it, so double rounding) or straight to f16: lanes where the two
+    differ are ANY."""
+    r32 = f_fma(a, b, c, F32)
+    if r32 == QNAN:
+        return QNAN
+    double = convert(r32, F32, F16)
+    if is_inf(r32, F32) or is_zero(r32, F32) or any(is_inf(x, F32) for x in (a, b, c)):
+        return double
+    once = round_to(value(a, F32) * value(b, F32) + value(c, F32), F16, bool(sign(r32, F32)))
+    return double if once == double else ANY
