@@ -79,13 +79,16 @@ def accepted(arch: str, line: str) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def compiled(arch: str, line: str):
-    """The shader core's closure for one instruction line; raises Unimplemented / Rejected."""
+def compiled(arch: str, line: str, accum_offset: int | None = None):
+    """The shader core's closure for one instruction line; raises Unimplemented / Rejected. `accum_offset` (gfx942):
+    AGPR a[n] is unified register accum_offset + n, as the core sets `ctx.accum_offset` from RSRC3 (None: no AGPRs)."""
     code = encoding(arch, line)
     instr = decode(code, 0, arch)
     if instr.size != len(code):
         raise AssertionError(f"{arch} {line!r}: decoded {instr.size} bytes, LLVM encoded {len(code)} ({code.hex()})")
     ctx = Context(LANES[arch], VGPRS, None, f"isa test {line!r}", arch)
+    if accum_offset is not None:
+        ctx.accum_offset = accum_offset
     try:
         return compile_instr(instr, ctx)
     except ShaderUnsupported as e:
@@ -127,12 +130,14 @@ class State:
 
 def run_instruction(arch: str, line: str, *, waves: int | None = None, v: dict[int, np.ndarray] | None = None,
                     s: dict[int, np.ndarray] | None = None, exec_lanes: np.ndarray | None = None,
-                    vcc_lanes: np.ndarray | None = None, scc: np.ndarray | None = None) -> State:
+                    vcc_lanes: np.ndarray | None = None, scc: np.ndarray | None = None,
+                    accum_offset: int | None = None) -> State:
     """Run one instruction once over `waves` waves (default: VECTORS lanes in all) and return the state after it.
 
-    v: VGPR number -> uint32 [waves * lanes] (VGPRs not given start at 0); s: SGPR operand number -> uint32 [waves];
-    exec_lanes / vcc_lanes: bool [waves * lanes]; scc: bool [waves]."""
-    run = compiled(arch, line)
+    v: VGPR number -> uint32 [waves * lanes] (VGPRs not given start at 0; with `accum_offset`, a[n] is v-index
+    accum_offset + n); s: SGPR operand number -> uint32 [waves]; exec_lanes / vcc_lanes: bool [waves * lanes];
+    scc: bool [waves]."""
+    run = compiled(arch, line) if accum_offset is None else compiled(arch, line, accum_offset)
     lanes = LANES[arch]
     n = waves if waves is not None else VECTORS // lanes
     W = Waves(n, lanes, VGPRS, 1, 64)
