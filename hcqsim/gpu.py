@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from .engines.aql import QUEUE_READ_DISPATCH_ID, QUEUE_WRITE_DISPATCH_ID, AQLQueue
 from .engines.command_processor import PM4Queue
 from .engines.queue import EngineQueue, Stream
 from .engines.sdma_engine import SDMAEngine, SDMAQueue
@@ -224,6 +225,23 @@ class EmulatedGPU:
     def create_compute_queue(self, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int) -> PM4Queue:
         """A PM4 compute queue on caller-provided memory (the KFD CREATE_QUEUE path)."""
         return self.add_queue(PM4Queue(self, self._name("pm4_"), ring_va, ring_size, rptr_va, wptr_va))
+
+    def create_aql_queue(self, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int) -> AQLQueue:
+        """A COMPUTE_AQL queue on caller-provided memory (the KFD CREATE_QUEUE path); same shader core."""
+        return self.add_queue(AQLQueue(self, self._name("aql_"), ring_va, ring_size, rptr_va, wptr_va))
+
+    def aql_queue(self, ring_size: int = 1 << 16) -> AQLQueue:
+        """An AQL queue with its ring and an amd_queue_t block allocated here (the direct API): rptr and
+        wptr are its read_dispatch_id / write_dispatch_id, and read_dispatch_id_field_base_byte_offset
+        is filled so the queue_ptr SGPR points at the block, as ROCr lays it out."""
+        ring, block = self.alloc(ring_size, name="aql ring"), self.alloc(PAGE_SIZE, name="amd_queue_t")
+        ring.view[::64] = 1  # every slot starts with header type INVALID (facts 5.5)
+        block.u32()[(QUEUE_READ_DISPATCH_ID + 8) // 4] = QUEUE_READ_DISPATCH_ID
+        q = self.create_aql_queue(ring.va, ring_size, block.va + QUEUE_READ_DISPATCH_ID,
+                                  block.va + QUEUE_WRITE_DISPATCH_ID)
+        q.owned_buffers = [ring, block]
+        q.amd_queue = block
+        return q
 
     def sdma_engine(self, index: int) -> SDMAEngine:
         engine = self.sdma_engines.get(index)

@@ -698,10 +698,13 @@ def test_cwsr_bo_of_the_wrong_size_is_einval(rt):
     raises(errno.EINVAL, rt.ioctl, "CREATE_QUEUE", **dict(args, ctx_save_restore_address=small.va))
 
 
-def test_compute_aql_queue_is_not_emulated(rt):
+def test_compute_aql_queue_is_created_with_the_compute_queue_checks(rt):
+    """kfd_chardev.c makes COMPUTE_AQL a KFD_QUEUE_TYPE_COMPUTE of format AQL: same EOP/CWSR checks."""
     args, _, _ = rt.compute_args()
-    e = raises(errno.EOPNOTSUPP, rt.ioctl, "CREATE_QUEUE", **dict(args, queue_type=k.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL))
-    assert "AQL" in str(e)
+    aql = dict(args, queue_type=k.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL)
+    raises(errno.EINVAL, rt.ioctl, "CREATE_QUEUE", **dict(aql, ctl_stack_size=0x9000))
+    out = rt.ioctl("CREATE_QUEUE", **aql)
+    assert out.doorbell_offset
 
 
 def test_unknown_queue_type_is_kernel_enotsupp(rt):

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 ENOTSUPP = 524  # kernel-internal errno that leaks to user space (kfd_chardev.c: unknown queue_type)
 SOC15_DOORBELL_MIRROR = 512  # KFD_QUEUE_DOORBELL_MIRROR_OFFSET: doorbell ids of odd SDMA queues
 SDMA_DOORBELL_BASE = 0x100  # emulator layout: SDMA doorbells live in ids 0x100..0x1FF (+ mirror 0x300..0x3FF)
+# Queue types on the MEC (kfd_chardev.c: both become KFD_QUEUE_TYPE_COMPUTE; AQL sets format AQL):
+# they share the CP doorbell ids and need the EOP buffer and CWSR area (kfd_queue_acquire_buffers).
+_CP_TYPES = (k.KFD_IOC_QUEUE_TYPE_COMPUTE, k.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL)
 
 
 def queue_sizes(target: Target) -> k.QueueBufferSizes:
@@ -121,7 +124,7 @@ class ProcessQueues:
         bufs = [self._buffer(dev, args.write_pointer_address, PAGE_SIZE, "write pointer", name),
                 self._buffer(dev, args.read_pointer_address, PAGE_SIZE, "read pointer", name),
                 self._buffer(dev, args.ring_base_address, args.ring_size, "ring", name)]  # queue_size, not rounded
-        if args.queue_type != k.KFD_IOC_QUEUE_TYPE_COMPUTE:
+        if args.queue_type not in _CP_TYPES:  # AQL is KFD_QUEUE_TYPE_COMPUTE with format AQL in the kernel
             return bufs
         sizes = dev.sizes
         if args.eop_buffer_address:
@@ -152,9 +155,6 @@ class ProcessQueues:
                 raise OSError(errno.EFAULT, f"{name}: {what} 0x{getattr(args, what):x} is not a user address")
         if qt not in k.names_of("KFD_IOC_QUEUE_TYPE_"):
             raise OSError(ENOTSUPP, f"{name}: unknown queue_type {qt}")
-        if qt == k.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL:
-            raise OSError(errno.EOPNOTSUPP, f"{name}: COMPUTE_AQL queues are not emulated by hcqsim "
-                                            f"(use COMPUTE, a PM4 queue)")
         dev = self.driver.device(args.gpu_id, name)
         self.driver.bound(dev, name, errno.ESRCH)
         props = dev.props
@@ -187,7 +187,7 @@ class ProcessQueues:
     def _queue_slots(self, dev: "ProcessDevice", qt: int, eng_id: int, name: str) -> tuple[int | None, int | None, int]:
         """(SDMA engine, SDMA queue slot, doorbell id). SDMA slots as allocate_sdma_queue hands them out."""
         props = dev.props
-        if qt == k.KFD_IOC_QUEUE_TYPE_COMPUTE:
+        if qt in _CP_TYPES:
             used = self.cp_doorbells[dev.index]
             free = (i for i in range(k.KFD_MAX_NUM_OF_QUEUES_PER_PROCESS)
                     if i not in used and not SDMA_DOORBELL_BASE <= i % SOC15_DOORBELL_MIRROR < 0x200)
@@ -216,6 +216,8 @@ class ProcessQueues:
         rptr, wptr = args.read_pointer_address, args.write_pointer_address
         if qt == k.KFD_IOC_QUEUE_TYPE_COMPUTE:
             return dev.gpu.create_compute_queue(ring, args.ring_size, rptr, wptr)
+        if qt == k.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL:  # rptr/wptr: amd_queue_t read/write_dispatch_id
+            return dev.gpu.create_aql_queue(ring, args.ring_size, rptr, wptr)
         return dev.gpu.create_sdma_queue(ring, args.ring_size, rptr, wptr, engine)
 
     def _set_active(self, rec: QueueRecord, active: bool) -> None:

@@ -1,0 +1,328 @@
+"""The AQL packet processor of a COMPUTE_AQL queue: an HSA ring of 64-byte packets on the MEC.
+
+Layouts (HARDWARE_FACTS 4.6; ROCr hsa.h / amd_hsa_signal.h / amd_hsa_queue.h):
+
+* The ring is an array of 64-byte packets. Read and write indices count packets and never wrap; the
+  doorbell carries the index of the **last** packet written (write_dispatch_id - 1), the processor
+  reports packets consumed as a u64 into `read_pointer_address` (amd_queue_t.read_dispatch_id).
+* hsa_kernel_dispatch_packet_t: header u16 (type[7:0], barrier[8], acquire scope[10:9], release
+  scope[12:11]), setup u16 (dimensions[1:0]), workgroup x/y/z u16 @4, grid x/y/z u32 @12 (work-items),
+  private/group segment u32 @24/@28, kernel_object u64 @32, kernarg_address u64 @40, completion_signal @56.
+* barrier-AND / barrier-OR: dep_signal[5] u64 @8..@40, completion_signal @56.
+* AMD vendor packet AMD_AQL_FORMAT_PM4_IB (setup word = 1): ib_jump_cmd[4] @4 (a PM4 INDIRECT_BUFFER),
+  dw_cnt_remain @20, completion_signal @56 (ROCr AqlQueue::ExecutePM4).
+* amd_signal_t (64 bytes): kind i64 @0, value i64 @8, event_mailbox_ptr u64 @16, event_id u32 @24.
+* amd_queue_t: write_dispatch_id @56, read_dispatch_id @128, read_dispatch_id_field_base_byte_offset u32
+  @136 (how the CP finds the amd_queue_t from its rptr address: the queue_ptr SGPR), compute_tmpring_size
+  u32 @140, scratch_backing_memory_location u64 @160.
+
+Behaviour: a slot whose header type is INVALID stops the processor there (the producer has bumped the
+write index but not yet published the header); it resumes once the header changes. Malformed packets
+(reserved types or scopes, bad dimensions, zero sizes, an unaligned kernel object) fault the queue naming
+the packet index. Dispatches run synchronously on the shared shader core, so the barrier bit and fence
+scopes are checked and have nothing further to wait for. Completion: the signal's value is decremented
+(the processor is the only writer while it runs) and, when the signal has an event mailbox, the event id
+is written there and a CP end-of-pipe interrupt with ctxid = event id is raised, as ROCr's interrupt
+signals expect. Not modelled: agent-dispatch packets, profiling timestamps (start_ts/end_ts), kernarg
+preloading, and resetting consumed slots to INVALID (the producer does that in ROCr).
+"""
+from __future__ import annotations
+
+import struct
+
+from ..codeobject import KD_SIZE, decode_descriptor
+from ..compare import EQUAL
+from ..errors import DecodeError, UnsupportedError
+from ..pm4 import OP, TYPE3
+from ..registers import LDS_GRANULE, RSRC2, initiator as initiator_bits
+from .command_processor import PM4Queue
+from .dispatch import Dispatch
+from .queue import Stream
+
+PACKET_SIZE = 64
+TYPE_VENDOR, TYPE_INVALID, TYPE_KERNEL_DISPATCH, TYPE_BARRIER_AND, TYPE_AGENT_DISPATCH, TYPE_BARRIER_OR = range(6)
+TYPE_NAMES = {0: "VENDOR_SPECIFIC", 1: "INVALID", 2: "KERNEL_DISPATCH", 3: "BARRIER_AND", 4: "AGENT_DISPATCH",
+              5: "BARRIER_OR"}
+SCOPE_NAMES = {0: "none", 1: "agent", 2: "system"}
+AMD_AQL_FORMAT_PM4_IB = 1
+# header bit positions (hsa_packet_header_t)
+HEADER_BARRIER, HEADER_ACQUIRE, HEADER_RELEASE = 8, 9, 11
+# amd_signal_t
+SIGNAL_VALUE, SIGNAL_MAILBOX, SIGNAL_EVENT_ID = 8, 16, 24
+# amd_queue_t
+QUEUE_WRITE_DISPATCH_ID, QUEUE_READ_DISPATCH_ID, QUEUE_TMPRING_SIZE, QUEUE_SCRATCH_BASE = 56, 128, 140, 160
+QUEUE_DESCRIPTOR_SIZE = 256
+_INDIRECT_BUFFER = OP["INDIRECT_BUFFER"]
+_U64 = (1 << 64) - 1
+
+
+def header(ptype: int, *, barrier: int = 0, acquire: int = 0, release: int = 0) -> int:
+    """An hsa_packet_header_t value."""
+    return ptype | barrier << HEADER_BARRIER | acquire << HEADER_ACQUIRE | release << HEADER_RELEASE
+
+
+def kernel_dispatch_packet(kernel_object: int, kernarg_address: int, grid: tuple[int, int, int],
+                           workgroup: tuple[int, int, int], *, dims: int = 3, private_segment_size: int = 0,
+                           group_segment_size: int = 0, completion_signal: int = 0, barrier: int = 1,
+                           acquire: int = 2, release: int = 2) -> bytes:
+    """hsa_kernel_dispatch_packet_t, header included."""
+    return struct.pack("<HHHHHHIIIIIQQQQ", header(TYPE_KERNEL_DISPATCH, barrier=barrier, acquire=acquire,
+                                                  release=release), dims, *workgroup, 0, *grid,
+                       private_segment_size, group_segment_size, kernel_object, kernarg_address, 0,
+                       completion_signal)
+
+
+def barrier_packet(deps: list[int], *, any_: bool = False, completion_signal: int = 0, barrier: int = 1) -> bytes:
+    """hsa_barrier_and_packet_t / hsa_barrier_or_packet_t (`any_`) with up to five dependency signals."""
+    if len(deps) > 5:
+        raise ValueError(f"a barrier packet holds at most 5 dependency signals, got {len(deps)}")
+    ptype = TYPE_BARRIER_OR if any_ else TYPE_BARRIER_AND
+    return struct.pack("<HHI6QQ", header(ptype, barrier=barrier, acquire=2, release=2), 0, 0,
+                       *(list(deps) + [0] * (5 - len(deps))), 0, completion_signal)
+
+
+def pm4_ib_packet(ib_va: int, ib_dwords: int, *, completion_signal: int = 0, barrier: int = 1) -> bytes:
+    """The AMD vendor packet that runs a PM4 indirect buffer (amd_aql_pm4_ib, ROCr AqlQueue::ExecutePM4)."""
+    from .. import pm4
+    jump = pm4.indirect_buffer(ib_va, ib_dwords)
+    return struct.pack("<HH4II8IQ", header(TYPE_VENDOR, barrier=barrier, acquire=2, release=2),
+                       AMD_AQL_FORMAT_PM4_IB, *jump, 10, *([0] * 8), completion_signal)
+
+
+def invalid_packet() -> bytes:
+    return struct.pack("<H62x", TYPE_INVALID)
+
+
+class AQLQueue(PM4Queue):
+    """A COMPUTE_AQL queue: the ring holds AQL packets; PM4 runs only inside vendor PM4_IB packets' IBs."""
+
+    engine = "aql"
+    ptr_unit = PACKET_SIZE
+    max_ib_depth = 2  # the vendor packet's IB and one chained/nested level below it
+
+    def __init__(self, gpu, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
+        super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
+        self.in_ib: int | None = None  # ring position of the vendor packet whose IB is running
+        self.aql_dispatches = 0
+
+    # -- pointers ----------------------------------------------------------------------------------
+
+    def doorbell(self, value: int) -> None:
+        """The doorbell carries the index of the last packet written (facts 5.5): the end is one past it."""
+        super().doorbell((value + 1) & _U64)
+
+    def write_back_rptr(self) -> None:
+        self.gpu.memory.write_u64(self.rptr_va, self.rptr)  # read_dispatch_id, unwrapped packets
+
+    def submit(self, data) -> None:
+        """Direct-API submission of whole packets: bodies first, then write_dispatch_id, then the doorbell
+        with the last packet's index (the HSA producer protocol)."""
+        raw = bytes(data)
+        if not raw or len(raw) % PACKET_SIZE:
+            raise DecodeError(f"queue {self.name}: AQL submissions are whole 64-byte packets, got {len(raw)} bytes")
+        if self.submitted + len(raw) - self.ring.pos > self.ring_size:
+            self.gpu.run()
+        if self.submitted + len(raw) - self.ring.pos > self.ring_size:
+            raise DecodeError(f"queue {self.name}: ring full ({len(raw) // PACKET_SIZE} packets do not fit)")
+        mem = self.gpu.memory
+        for off in range(0, len(raw), PACKET_SIZE):
+            slot = self.ring_va + (self.submitted + off) % self.ring_size
+            mem.write(slot + 4, raw[off + 4:off + PACKET_SIZE])
+            mem.write(slot, raw[off:off + 4])  # header + setup last, as one 32-bit store
+        self.submitted += len(raw)
+        index = self.submitted // PACKET_SIZE
+        mem.write_u64(self.wptr_va, index)
+        self.gpu.ring_doorbell(self, index - 1)
+
+    @property
+    def queue_ptr(self) -> int:
+        """amd_queue_t address: the rptr address less read_dispatch_id_field_base_byte_offset (ROCr fills it)."""
+        return self.rptr_va - self.gpu.memory.read_u32(self.rptr_va + 8)
+
+    # -- fetch / decode / execute ------------------------------------------------------------------
+
+    def execute(self, stream: Stream) -> None:
+        if not stream.is_ring:
+            return super().execute(stream)  # PM4 inside a vendor packet's IB
+        pos = stream.pos
+        index = pos // PACKET_SIZE
+        if self.in_ib == pos:  # the vendor packet's IB has finished: now it completes
+            self.in_ib = None
+            stream.pos = pos + PACKET_SIZE
+            self._complete(self.gpu.memory.read_u64(stream.address(pos) + 56), index)
+            return
+        # read fresh, not through the stream's cache: a slot changes under the processor until its header
+        # is published (slots never straddle the ring end: 64 divides the ring size)
+        raw = self.gpu.memory.read(stream.address(pos), PACKET_SIZE)
+        hdr = raw[0] | raw[1] << 8
+        ptype = hdr & 0xFF
+        if ptype == TYPE_INVALID:  # not yet published: wait for the producer's header store
+            read = lambda: int(self.gpu.memory.read_u32(stream.address(pos)) & 0xFF != TYPE_INVALID)
+            self.stall(stream, pos, read, EQUAL, 1, 1, stream.address(pos), retry=True)
+            return
+        where = f"AQL packet {index} (ring slot {index % (self.ring_size // PACKET_SIZE)}) of queue {self.name}"
+        if ptype not in TYPE_NAMES:
+            raise DecodeError(f"{where}: header type {ptype} is reserved (0-5 are defined)")
+        for name, bit in (("acquire", HEADER_ACQUIRE), ("release", HEADER_RELEASE)):
+            if (hdr >> bit) & 3 == 3:
+                raise DecodeError(f"{where}: {name} fence scope 3 is reserved (0 none, 1 agent, 2 system)")
+        self.gpu.clock += self._packet_cost
+        if ptype == TYPE_KERNEL_DISPATCH:
+            self._dispatch(raw, stream.address(pos), index, where)
+            stream.pos = pos + PACKET_SIZE  # consumed once launched: a faulting packet is not counted
+            self._complete(struct.unpack_from("<Q", raw, 56)[0], index)
+        elif ptype in (TYPE_BARRIER_AND, TYPE_BARRIER_OR):
+            self._barrier(stream, pos, raw, ptype == TYPE_BARRIER_OR, index, where)
+        elif ptype == TYPE_VENDOR:
+            self._vendor(stream, pos, raw, where)
+        else:
+            raise UnsupportedError(f"{where}: AGENT_DISPATCH packets are not emulated")
+
+    def _signal_value(self, signal: int) -> int:
+        v = self.gpu.memory.read_u64(signal + SIGNAL_VALUE)
+        return v - (1 << 64) if v >> 63 else v  # hsa_signal_value_t is signed
+
+    def _complete(self, signal: int, index: int) -> None:
+        """Decrement the completion signal; wake its waiters through the event mailbox and an interrupt."""
+        if not signal:
+            return
+        mem = self.gpu.memory
+        mem.write_u64(signal + SIGNAL_VALUE, (mem.read_u64(signal + SIGNAL_VALUE) - 1) & _U64)
+        self.gpu.trace_write(self, signal + SIGNAL_VALUE, 8, mem.read_u64(signal + SIGNAL_VALUE))
+        mailbox = mem.read_u64(signal + SIGNAL_MAILBOX)
+        if mailbox:
+            event_id = mem.read_u32(signal + SIGNAL_EVENT_ID)
+            mem.write_u32(mailbox, event_id)
+            self.gpu.interrupt("cp_eop", event_id, self)
+
+    def _barrier(self, stream: Stream, pos: int, raw: bytes, any_: bool, index: int, where: str) -> None:
+        deps = [d for d in struct.unpack_from("<5Q", raw, 8) if d]
+        for d in deps:
+            self.gpu.memory.check(d + SIGNAL_VALUE, 8, "read")
+        def met() -> int:
+            values = [self._signal_value(d) for d in deps]
+            if not values:
+                return 1  # no dependencies: nothing to wait for
+            return int(any(v == 0 for v in values) if any_ else all(v == 0 for v in values))
+        if not met():
+            self.stall(stream, pos, met, EQUAL, 1, 1, deps[0] + SIGNAL_VALUE, retry=True)
+            return
+        stream.pos = pos + PACKET_SIZE
+        self._complete(struct.unpack_from("<Q", raw, 56)[0], index)
+
+    def _vendor(self, stream: Stream, pos: int, raw: bytes, where: str) -> None:
+        fmt = struct.unpack_from("<H", raw, 2)[0]
+        if fmt != AMD_AQL_FORMAT_PM4_IB:
+            raise UnsupportedError(f"{where}: vendor-specific packet format {fmt} (only AMD_AQL_FORMAT_PM4_IB = 1)")
+        jump = list(struct.unpack_from("<4I", raw, 4))
+        if jump[0] >> 30 != TYPE3 or (jump[0] >> 8) & 0xFF != _INDIRECT_BUFFER:
+            raise DecodeError(f"{where}: PM4_IB packet does not hold an INDIRECT_BUFFER (dword 0x{jump[0]:08x})")
+        fmt_ib = self.fmts[_INDIRECT_BUFFER]
+        v = fmt_ib.decode(jump)
+        if v["chain"]:
+            raise DecodeError(f"{where}: the PM4_IB jump may not CHAIN")
+        # the PM4 handler checks VALID/PRIV/alignment/size and pushes the IB; the ring waits at this packet
+        self._execINDIRECT_BUFFER(stream, pos, v)
+        self.in_ib = pos
+
+    def _dispatch(self, raw: bytes, packet_va: int, index: int, where: str) -> None:
+        (_, setup, wx, wy, wz, _, gx, gy, gz, private, group, kobj, kernarg, _, _) = struct.unpack(
+            "<HHHHHHIIIIIQQQQ", raw)
+        dims = setup & 3
+        if dims == 0:
+            raise DecodeError(f"{where}: setup.dimensions is 0 (1 to 3)")
+        wg, grid = (wx, wy, wz), (gx, gy, gz)
+        if 0 in wg or 0 in grid:
+            raise DecodeError(f"{where}: workgroup {wg} / grid {grid} has a zero dimension")
+        if any(w != 1 or g != 1 for w, g in zip(wg[dims:], grid[dims:])):
+            raise DecodeError(f"{where}: dimensions beyond setup.dimensions = {dims} must be 1 (workgroup {wg}, "
+                              f"grid {grid})")
+        if wx * wy * wz > 1024:
+            raise DecodeError(f"{where}: workgroup {wg} has more than 1024 work-items")
+        if not kobj or kobj % 64:
+            raise DecodeError(f"{where}: kernel_object 0x{kobj:x} is not a 64-byte aligned kernel descriptor")
+        if kernarg % 16:
+            raise DecodeError(f"{where}: kernarg_address 0x{kernarg:x} is not 16-byte aligned")
+        self.gpu.memory.check(kobj, KD_SIZE, "read")
+        kd = decode_descriptor(self.gpu.memory.read(kobj, KD_SIZE))
+        target = self.gpu.target
+        if kd["wavefront_size32"] and not target.is_gfx11:
+            raise DecodeError(f"{where}: descriptor at 0x{kobj:x} asks for wave32; {target.name} is wave64 only")
+        if kd["enable_sgpr_private_segment_buffer"] or kd["enable_sgpr_flat_scratch_init"]:
+            raise DecodeError(f"{where}: descriptor asks for a private segment buffer / flat scratch init SGPRs, "
+                              f"which architected-flat-scratch targets do not have")
+        if kd["kernarg_preload_length"]:
+            raise UnsupportedError(f"{where}: kernarg preloading is not emulated")
+        if kd["uses_dynamic_stack"] and not private:
+            raise DecodeError(f"{where}: the kernel uses a dynamic stack but private_segment_size is 0")
+        queue_ptr = self.queue_ptr
+        user: list[int] = []
+        for enabled, value in ((kd["enable_sgpr_dispatch_ptr"], packet_va), (kd["enable_sgpr_queue_ptr"], queue_ptr),
+                               (kd["enable_sgpr_kernarg_segment_ptr"], kernarg),
+                               (kd["enable_sgpr_dispatch_id"], index)):
+            if enabled:
+                user += [value & 0xFFFFFFFF, value >> 32]
+        if kd["enable_sgpr_private_segment_size"]:
+            user.append(private)
+        n_user = min(kd["user_sgpr_count"], 16)
+        if len(user) > n_user:
+            raise DecodeError(f"{where}: {len(user)} user SGPRs enabled, descriptor RSRC2.USER_SGPR is {n_user}")
+        user += [0] * (n_user - len(user))
+        lds = -(-group // LDS_GRANULE)
+        if lds > 0x1FF:
+            raise DecodeError(f"{where}: group_segment_size {group} exceeds the LDS")
+        # the CP programs LDS_SIZE from the packet (the descriptor's RSRC2 leaves it 0)
+        rsrc2 = (kd["compute_pgm_rsrc2"] & ~(0x1FF << 15)) | lds << 15
+        tmpring = scratch = 0
+        if RSRC2.decode([rsrc2])["scratch_en"]:  # scratch comes from the queue (ROCr sizes it per queue)
+            mem = self.gpu.memory
+            tmpring, scratch = mem.read_u32(queue_ptr + QUEUE_TMPRING_SIZE), mem.read_u64(queue_ptr + QUEUE_SCRATCH_BASE)
+        d = Dispatch(queue=self.name, pgm_addr=kobj + kd["kernel_code_entry_byte_offset"],
+                     rsrc1=kd["compute_pgm_rsrc1"], rsrc2=rsrc2, rsrc3=kd["compute_pgm_rsrc3"], user_data=user,
+                     groups=tuple(-(-g // w) for g, w in zip(grid, wg)), start=(0, 0, 0), group_size=wg,
+                     partial_size=tuple(g % w for g, w in zip(grid, wg)),
+                     wave_size=32 if kd["wavefront_size32"] else 64, lds_bytes=lds * LDS_GRANULE,
+                     scratch_base=scratch, tmpring_size=tmpring, resource_limits=0,
+                     initiator=initiator_bits(compute_shader_en=1, force_start_at_000=1,
+                                              cs_w32_en=int(kd["wavefront_size32"]), use_thread_dimensions=1,
+                                              partial_tg_en=1))
+        self.gpu.memory.check(d.pgm_addr, 4, "execute")
+        core = self.gpu.shader_core
+        if core is None:
+            raise UnsupportedError(f"{where}: no shader core is attached to this GPU")
+        self.dispatches += 1
+        self.aql_dispatches += 1
+        waves = core.dispatch(self, d)
+        self.waves += waves or 0
+        self.gpu.tick(self.gpu.cost.wave * (waves or 0))
+
+    # -- reports -----------------------------------------------------------------------------------
+
+    def disassemble_at(self, stream: Stream, pos: int) -> tuple[int, str]:
+        if not stream.is_ring:
+            return super().disassemble_at(stream, pos)
+        dws = list(struct.unpack("<16I", self.gpu.memory.read(stream.address(pos), PACKET_SIZE)))
+        return dws[0], describe(dws, self.gpu.canonical)
+
+
+def describe(dws: list[int], canon=lambda a: a) -> str:
+    """One line for an AQL packet (16 dwords; fewer print what they can)."""
+    hdr = dws[0] & 0xFFFF
+    ptype = hdr & 0xFF
+    name = TYPE_NAMES.get(ptype, f"type {ptype}")
+    flags = f"barrier={hdr >> 8 & 1} acquire={SCOPE_NAMES.get(hdr >> 9 & 3, 3)} release={SCOPE_NAMES.get(hdr >> 11 & 3, 3)}"
+    if len(dws) < 16:
+        return f"AQL {name} {flags} (truncated: {len(dws)} dwords)"
+    raw = struct.pack("<16I", *dws)
+    sig = struct.unpack_from("<Q", raw, 56)[0]
+    if ptype == TYPE_KERNEL_DISPATCH:
+        _, setup, wx, wy, wz, _, gx, gy, gz, priv, group, kobj, ka, _, _ = struct.unpack("<HHHHHHIIIIIQQQQ", raw)
+        return (f"AQL KERNEL_DISPATCH {flags} dims={setup & 3} workgroup=({wx},{wy},{wz}) grid=({gx},{gy},{gz}) "
+                f"private={priv} group={group} kernel_object=0x{canon(kobj):x} kernarg=0x{canon(ka):x} "
+                f"completion_signal=0x{canon(sig) if sig else 0:x}")
+    if ptype in (TYPE_BARRIER_AND, TYPE_BARRIER_OR):
+        deps = ", ".join(f"0x{canon(d):x}" for d in struct.unpack_from("<5Q", raw, 8) if d)
+        return f"AQL {name} {flags} dep_signal=[{deps}] completion_signal=0x{canon(sig) if sig else 0:x}"
+    if ptype == TYPE_VENDOR:
+        return f"AQL VENDOR_SPECIFIC format={dws[0] >> 16} {flags} ib_jump={[hex(d) for d in dws[1:5]]}"
+    return f"AQL {name} {flags}"
