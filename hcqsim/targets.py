@@ -30,6 +30,13 @@ class Target:
     sdma_xgmi_engines: int = 0  # num_sdma_xgmi_engines: the extra engines for SDMA_XGMI queues
     sdma_queues_per_engine: int = 6  # num_sdma_queues_per_engine (user queues per engine)
     cp_queues: int = 8  # num_cp_queues: compute HQD slots available to KFD
+    # amdgpu's view (ip_discovery sysfs, DRM AMDGPU_INFO): IP versions as amdgpu_discovery.c matches them
+    # (GC 11.0.0 = gfx1100, GC 9.4.3 = gfx942; NBIO 4.3.0 -> nbio_v4_3, 7.9.0 -> nbio_v7_9), the
+    # amdgpu_drm.h family and AMDGPU_VRAM_TYPE_* of the part.
+    gc_version: tuple[int, int, int] = (0, 0, 0)
+    nbio_version: tuple[int, int, int] = (0, 0, 0)
+    amdgpu_family: int = 0  # AMDGPU_FAMILY_*
+    vram_type: int = 0  # AMDGPU_VRAM_TYPE_*
 
     @property
     def rsrc3_reg(self) -> int:
@@ -49,11 +56,13 @@ class Target:
 TARGETS = {
     "gfx1100": Target("gfx1100", "gfx11", 110000, 32, (6, 0, 0), 30,
                       simd_count=192, array_count=12, simd_arrays_per_engine=2, cu_per_simd_array=8,
-                      simd_per_cu=2, max_waves_per_simd=16, device_id=0x744C),
+                      simd_per_cu=2, max_waves_per_simd=16, device_id=0x744C,
+                      gc_version=(11, 0, 0), nbio_version=(4, 3, 0), amdgpu_family=145, vram_type=9),  # GDDR6
     "gfx942": Target("gfx942", "gfx9", 90402, 64, (4, 4, 2), 22,
                      simd_count=1216, array_count=32, simd_arrays_per_engine=1, cu_per_simd_array=10,
                      simd_per_cu=4, max_waves_per_simd=8, device_id=0x74A1, num_xcc=8,
-                     sdma_engines=2, sdma_xgmi_engines=14, sdma_queues_per_engine=8, cp_queues=24),
+                     sdma_engines=2, sdma_xgmi_engines=14, sdma_queues_per_engine=8, cp_queues=24,
+                     gc_version=(9, 4, 3), nbio_version=(7, 9, 0), amdgpu_family=141, vram_type=6),  # AI, HBM
 }
 
 

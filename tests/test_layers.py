@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-LANGUAGE = ["hcqsim.pm4", "hcqsim.sdma", "hcqsim.kfd_uapi", "hcqsim.boundary", "hcqsim.registers",
-            "hcqsim.compare", "hcqsim.atomics", "hcqsim.fields", "hcqsim.errors", "hcqsim.targets",
+LANGUAGE = ["hcqsim.pm4", "hcqsim.sdma", "hcqsim.kfd_uapi", "hcqsim.drm_uapi", "hcqsim.boundary",
+            "hcqsim.registers", "hcqsim.compare", "hcqsim.atomics", "hcqsim.fields", "hcqsim.errors", "hcqsim.targets",
             "hcqsim.trace_events"]
 EMULATOR_PREFIXES = ("hcqsim.gpu", "hcqsim.engines", "hcqsim.kfd", "hcqsim.shader", "hcqsim.memory")
 RUNTIME_PREFIXES = ("hcqsim.runtime",)

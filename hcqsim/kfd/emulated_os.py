@@ -16,6 +16,7 @@ from .. import kfd_uapi as k
 from ..boundary import KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, OSBoundary
 from ..errors import BlockedQueue
 from ..memory import PAGE_SIZE
+from .drm import AmdgpuDrm
 from .process import OpenFile
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ class EmulatedOS(OSBoundary):
         self.files: dict[int, OpenFile] = {}
         self._next_fd = FD_BASE
         self._reported: dict[int, int] = {}  # GPU index -> faults already handed out by fault_details
+        self.drm = AmdgpuDrm(system)  # the render nodes' DRM ioctls; its sysfs files join the topology's
+        system.sysfs.tree.update(self.drm.sysfs_tree())
 
     # -- files -------------------------------------------------------------------------------------
 
@@ -69,7 +72,8 @@ class EmulatedOS(OSBoundary):
         with self.system.lock:
             f = self._file(fd, "ioctl")
             if f.kind != "kfd":
-                raise OSError(errno.ENOTTY, f"ioctl 0x{request:08x} on a render node: DRM ioctls are not emulated")
+                self.drm.ioctl(f.gpu, request, arg)
+                return
             self.system.driver.ioctl(request, arg)
 
     # -- memory mappings ---------------------------------------------------------------------------
