@@ -53,3 +53,10 @@ def test_v_swap_b16_exchanges_register_halves_and_keeps_the_other_halves():
 def test_src_shared_base_read_as_64_bits_is_the_whole_aperture_address():
     st = run_instruction("gfx1100", "s_mov_b64 s[30:31], src_shared_base", waves=1)
     assert (int(st.W.s[0, 31]) << 32 | int(st.W.s[0, 30])) == 1 << 48
+
+
+def test_v_pk_mov_reads_both_sources_before_writing_a_destination_that_is_one_of_them():
+    """Found by the IR fuzzer (gfx942 O0 shufflevector): the high result read the already written low dword."""
+    st = run_instruction("gfx942", "v_pk_mov_b32 v[2:3], s[20:21], v[2:3] op_sel:[1,0]", waves=1,
+                         v={2: lanes_of("gfx942", 7), 3: lanes_of("gfx942", 9)}, s={20: 42, 21: 0xFF4})
+    assert (st.W.v[0, 2, 0], st.W.v[0, 3, 0]) == (0xFF4, 7)

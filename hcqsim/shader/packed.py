@@ -133,7 +133,8 @@ def _compile_packed_f32(instr: Instr, ctx: Context) -> Run:
 
         def move(W, w):
             lanes = W.exec_lanes(w)
-            a, b = np.broadcast_to(lo(W, w), lanes.shape), np.broadcast_to(hi(W, w), lanes.shape)
+            # copies: a source may be the destination pair itself (v_pk_mov_b32 v[2:3], s[0:1], v[2:3])
+            a, b = (np.array(np.broadcast_to(r(W, w), lanes.shape)) for r in (lo, hi))
             W.v[w, dst] = np.where(lanes, a, W.v[w, dst])
             W.v[w, dst + 1] = np.where(lanes, b, W.v[w, dst + 1])
             step(W, w)
