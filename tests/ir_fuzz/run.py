@@ -314,9 +314,10 @@ KNOWN_LLVM_BUGS = (
                                    and prog.nodes[n.args[0]].attr[:1] == ("one",) for n in prog.nodes),
      "LLVM (both targets, every level) computes ballot(fcmp one) with v_cmp_neq (unordered or not equal) when "
      "the compare has another use: NaN lanes come out set"),
-    (lambda prog, target, opt: target == "gfx942" and any(n.op == "fneg" and n.ty == "v2f32" for n in prog.nodes),
-     "LLVM (gfx942) lowers fneg <2 x float> to v_pk_add_f32 x, -0 with neg modifiers, an arithmetic add that "
-     "quiets a signalling NaN; fneg must only flip the sign bit"),
+    (lambda prog, target, opt: target == "gfx942"
+     and any(n.op in ("fneg", "copysign") and n.ty == "v2f32" for n in prog.nodes),
+     "LLVM (gfx942) lowers fneg <2 x float> (and copysign by a negative constant) to v_pk_add_f32 x, 0 with neg "
+     "modifiers, an arithmetic add that quiets a signalling NaN; fneg/copysign must only set the sign bit"),
 )
 
 
