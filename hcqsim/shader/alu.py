@@ -699,7 +699,7 @@ def _clz(a, bits):
 SAVEEXEC = {
     "and": lambda s, e: s & e, "or": lambda s, e: s | e, "xor": lambda s, e: s ^ e,
     "nand": lambda s, e: ~(s & e), "nor": lambda s, e: ~(s | e), "xnor": lambda s, e: ~(s ^ e),
-    "and_not0": lambda s, e: ~e & s, "or_not0": lambda s, e: ~e | s,
+    "and_not0": lambda s, e: ~s & e, "or_not0": lambda s, e: ~s | e,  # NOT0: the source is negated
     "and_not1": lambda s, e: s & ~e, "or_not1": lambda s, e: s | ~e,
 }
 
