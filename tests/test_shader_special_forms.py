@@ -60,3 +60,21 @@ def test_v_pk_mov_reads_both_sources_before_writing_a_destination_that_is_one_of
     st = run_instruction("gfx942", "v_pk_mov_b32 v[2:3], s[20:21], v[2:3] op_sel:[1,0]", waves=1,
                          v={2: lanes_of("gfx942", 7), 3: lanes_of("gfx942", 9)}, s={20: 42, 21: 0xFF4})
     assert (st.W.v[0, 2, 0], st.W.v[0, 3, 0]) == (0xFF4, 7)
+
+
+def test_v_pack_b32_f16_puts_s0_in_the_low_half_and_s1_in_the_high_half():
+    st = run_instruction("gfx1100", "v_pack_b32_f16 v2, v10.h, -v12.l", waves=1,
+                         v={10: lanes_of("gfx1100", 0x3C00BC00), 12: lanes_of("gfx1100", 0x00004000)})
+    assert st.W.v[0, 2, 0] == 0xC0003C00  # low: v10.h = 1.0; high: -(v12.l = 2.0)
+
+
+def test_v_cvt_pk_u16_and_i16_f32_truncate_and_saturate_each_half():
+    """f32_to_u16 / f32_to_i16: round toward zero, saturate, NaN -> 0 (LLVM lowers fptoui.sat/fptosi.sat
+    <2 x i16> to these; the IR fuzzer checks that lowering end to end)."""
+    cases = [(2.9, 70000.0, 0xFFFF0002, 0x7FFF0002), (-3.7, float("nan"), 0x00000000, 0x0000FFFD),
+             (65535.5, -40000.0, 0x0000FFFF, 0x80007FFF)]
+    for a, b, want_u, want_i in cases:
+        v = {10: lanes_of("gfx1100", int(np.float32(a).view(np.uint32))),
+             12: lanes_of("gfx1100", int(np.float32(b).view(np.uint32)))}
+        assert run_instruction("gfx1100", "v_cvt_pk_u16_f32 v2, v10, v12", waves=1, v=v).W.v[0, 2, 0] == want_u
+        assert run_instruction("gfx1100", "v_cvt_pk_i16_f32 v2, v10, v12", waves=1, v=v).W.v[0, 2, 0] == want_i
