@@ -202,8 +202,8 @@ class DrmAmdgpuInfoDevice(KfdStruct):
 # --------------------------------------------------------------------------------------------------------------
 
 # soc15_hw_ip.h hardware ids and their amdgpu_discovery.c hw_id_names (each name is a link to the number)
-GC_HWID, SDMA0_HWID, NBIF_HWID = 11, 42, 108
-HW_ID_NAMES = {GC_HWID: "GC", SDMA0_HWID: "SDMA0", NBIF_HWID: "NBIF"}
+GC_HWID, SDMA0_HWID, SDMA1_HWID, NBIF_HWID = 11, 42, 43, 108  # NBIO_HWIP is found under NBIF_HWID
+HW_ID_NAMES = {GC_HWID: "GC", SDMA0_HWID: "SDMA0", SDMA1_HWID: "SDMA1", NBIF_HWID: "NBIF"}
 # amdgpu_discovery.c ip_hw_attr[]: the files of one IP instance directory, in the kernel's order
 IP_INSTANCE_ATTRS = ("hw_id", "num_instance", "major", "minor", "revision", "harvest", "num_base_addresses",
                      "base_addr")

@@ -37,6 +37,10 @@ class Target:
     nbio_version: tuple[int, int, int] = (0, 0, 0)
     amdgpu_family: int = 0  # AMDGPU_FAMILY_*
     vram_type: int = 0  # AMDGPU_VRAM_TYPE_*
+    # How ip discovery enumerates the SDMA engines (amdgpu_discovery.c reg_base_init comment): Navi parts
+    # give each engine its own HWID (SDMA0 = 42, SDMA1 = 43, each instance 0); Arcturus-style parts (and
+    # GC 9.4.3, whose harvest table masks SDMA0_HWID instance bits) list them as instances of SDMA0.
+    sdma_hwid_per_engine: bool = False
 
     @property
     def rsrc3_reg(self) -> int:
@@ -57,7 +61,8 @@ TARGETS = {
     "gfx1100": Target("gfx1100", "gfx11", 110000, 32, (6, 0, 0), 30,
                       simd_count=192, array_count=12, simd_arrays_per_engine=2, cu_per_simd_array=8,
                       simd_per_cu=2, max_waves_per_simd=16, device_id=0x744C,
-                      gc_version=(11, 0, 0), nbio_version=(4, 3, 0), amdgpu_family=145, vram_type=9),  # GDDR6
+                      gc_version=(11, 0, 0), nbio_version=(4, 3, 0), amdgpu_family=145, vram_type=9,  # GDDR6
+                      sdma_hwid_per_engine=True),
     "gfx942": Target("gfx942", "gfx9", 90402, 64, (4, 4, 2), 22,
                      simd_count=1216, array_count=32, simd_arrays_per_engine=1, cu_per_simd_array=10,
                      simd_per_cu=4, max_waves_per_simd=8, device_id=0x74A1, num_xcc=8,

@@ -257,15 +257,27 @@ def test_each_render_node_answers_for_its_own_gpu(system):
 # sysfs (amdgpu_discovery.c ip_discovery; PCI ids; mem_info_*)
 
 
+# target -> the ip discovery directories: Navi31 gives each SDMA engine its own HWID (42, 43), MI300X lists
+# its 16 engines as instances of SDMA0 and its 8 XCCs as instances of GC
+DISCOVERY = {
+    "gfx1100": (["11", "42", "43", "108", "GC", "NBIF", "SDMA0", "SDMA1"],
+                [("GC", 11, "gc", 1), ("SDMA0", 42, "sdma", 1), ("SDMA1", 43, "sdma", 1), ("NBIF", 108, "nbio", 1)]),
+    "gfx942": (["11", "42", "108", "GC", "NBIF", "SDMA0"],
+               [("GC", 11, "gc", 8), ("SDMA0", 42, "sdma", 16), ("NBIF", 108, "nbio", 1)]),
+}
+
+
 def test_ip_discovery_shows_gc_sdma_and_nbio_versions(part):
     target, system = part
-    *_, gc, sdma, nbio, xccs, sdma_engines = PARTS[target]
+    *_, gc, sdma, nbio, _xccs, _sdma_engines = PARTS[target]
+    versions = dict(gc=gc, sdma=sdma, nbio=nbio)
     read = system.os.read_text
     die = f"{DEVICE}/ip_discovery/die/0"
     assert system.os.listdir(f"{DEVICE}/ip_discovery/die") == ["0"]
-    assert system.os.listdir(die) == ["11", "42", "108", "GC", "NBIF", "SDMA0"]  # hw ids and their links
-    for name, hw_id, version, instances in (("GC", 11, gc, xccs), ("SDMA0", 42, sdma, sdma_engines),
-                                            ("NBIF", 108, nbio, 1)):
+    names, ips = DISCOVERY[target]
+    assert system.os.listdir(die) == names  # hw ids and their named links
+    for name, hw_id, ip, instances in ips:
+        version = versions[ip]
         assert system.os.listdir(f"{die}/{name}") == [str(n) for n in range(instances)]
         for n in range(instances):
             files = {a: read(f"{die}/{name}/{n}/{a}") for a in ("hw_id", "num_instance", "major", "minor",
@@ -294,3 +306,13 @@ def test_sysfs_paths_behave_like_linux(system):
     raises(errno.ENOENT, system.os.listdir, "/sys/class/drm/renderD130")
     raises(errno.EISDIR, system.os.read_text, f"{DEVICE}/ip_discovery")
     raises(errno.ENOTDIR, system.os.listdir, f"{DEVICE}/vendor")
+
+
+def test_the_argument_may_be_a_struct_a_buffer_or_a_bare_address(system):
+    fd = system.os.open(RENDER)
+    used = ctypes.c_uint64(123)
+    args = d.DrmAmdgpuInfo(return_pointer=ctypes.addressof(used), return_size=8, query=d.AMDGPU_INFO_VRAM_USAGE)
+    system.os.ioctl(fd, d.DRM_IOCTL_AMDGPU_INFO, ctypes.addressof(args))  # copied in through copy_from_user
+    assert used.value == 0  # nothing allocated yet
+    system.os.ioctl(fd, d.DRM_IOCTL_AMDGPU_INFO, bytearray(bytes(args)))
+    raises(errno.EFAULT, system.os.ioctl, fd, d.DRM_IOCTL_AMDGPU_INFO, bytearray(16))  # shorter than _IOC_SIZE

@@ -244,8 +244,12 @@ class AmdgpuDrm:
         """path -> text (or a function giving it) for every render node's amdgpu files."""
         tree: dict[str, str | Callable[[], str]] = {}
         t = self.target
-        ips = [(d.GC_HWID, t.gc_version, t.num_xcc), (d.SDMA0_HWID, t.sdma_version, self.sdma_instances),
-               (d.NBIF_HWID, t.nbio_version, 1)]
+        if t.sdma_hwid_per_engine:  # only two SDMA HWIDs are modelled: enough for the parts emulated
+            assert self.sdma_instances <= 2, t.name
+            sdma = [(hw_id, t.sdma_version, 1) for hw_id in (d.SDMA0_HWID, d.SDMA1_HWID)[:self.sdma_instances]]
+        else:
+            sdma = [(d.SDMA0_HWID, t.sdma_version, self.sdma_instances)]
+        ips = [(d.GC_HWID, t.gc_version, t.num_xcc), *sdma, (d.NBIF_HWID, t.nbio_version, 1)]
         for dev in self.system.driver.devices:
             node = f"/sys/class/drm/renderD{dev.minor}"
             base = f"{node}/device"
