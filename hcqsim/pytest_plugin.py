@@ -36,6 +36,9 @@ def pytest_addoption(parser):
     group.addoption("--sim-free-running", action="store_true", default=False,
                     help="run the emulated GPUs on a background thread that notices doorbell stores by itself "
                          "(not deterministic across host/GPU interleavings; see README)")
+    group.addoption("--aql", action="store_true", default=False,
+                    help="the runtime's compute queues are COMPUTE_AQL queues (kernels as AQL dispatch packets, "
+                         "other commands as PM4 in vendor packets) instead of PM4 queues")
 
 
 def pytest_configure(config):
@@ -77,7 +80,8 @@ def pytest_report_header(config) -> str:
         return f"hcqsim: device {spec}"
     return (f"hcqsim: device {spec}, target {config.getoption('--sim-target')}, policy "
             f"{config.getoption('--sim-policy')}, sanitizer {'on' if _sanitize(config) else 'off'}"
-            f"{', free-running' if config.getoption('--sim-free-running') else ''}")
+            f"{', free-running' if config.getoption('--sim-free-running') else ''}"
+            f"{', AQL compute queues' if config.getoption('--aql') else ''}")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -121,7 +125,8 @@ def device_spec(request) -> str:
 @pytest.fixture
 def device(request, device_spec):
     kind, _ = parse_spec(device_spec)
-    dev = open_device(device_spec, **(_device_options(request) if kind == "sim" else {}))
+    dev = open_device(device_spec, **(_device_options(request) if kind == "sim" else {}),
+                      aql=request.config.getoption("--aql"))
     yield dev
     if kind == "sim":
         dev.close()
@@ -131,7 +136,8 @@ def device(request, device_spec):
 def devices(request, device_spec):
     kind, first = parse_spec(device_spec)
     try:
-        devs = open_devices(device_spec, 2, **(_device_options(request) if kind == "sim" else {}))
+        devs = open_devices(device_spec, 2, **(_device_options(request) if kind == "sim" else {}),
+                            aql=request.config.getoption("--aql"))
     except NoDeviceError as e:
         pytest.skip(str(e))
     yield devs

@@ -307,7 +307,18 @@ class ProcessQueues:
             if value != (rec.last_doorbell or 0) and rec.queue.active:
                 self._deliver(rec, value)
                 rung += 1
+            elif rec.qtype == k.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL and rec.queue.active and self._aql_wptr_moved(rec):
+                # An AQL doorbell holds the last packet's index: the first store (0) looks like the slot's
+                # initial value, so the CP's write-pointer poll (write_dispatch_id) is what notices it.
+                self._deliver(rec, ctypes.c_uint64.from_address(rec.queue.wptr_va).value - 1)
+                rung += 1
         return rung
+
+    @staticmethod
+    def _aql_wptr_moved(rec: QueueRecord) -> bool:
+        q = rec.queue
+        end = ctypes.c_uint64.from_address(q.wptr_va).value * q.ptr_unit
+        return q.ring.end < end <= q.ring.pos + q.ring_size  # ahead, and not past a full ring
 
     def close(self) -> None:
         for rec in list(self.records.values()):

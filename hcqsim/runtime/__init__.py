@@ -43,13 +43,14 @@ class _SimOwner:
 
 
 def open_devices(spec: str = "sim", count: int = 1, *, sanitize: bool = False, poison: int | bool | None = None,
-                 **sim_options) -> list[Device]:
+                 aql: bool = False, **sim_options) -> list[Device]:
     """`count` devices starting at the spec's index. On "sim", one emulated system with that many GPUs
     (options: target, seed, policy); on "AMD", GPUs of this machine's KFD. `sanitize=True`: freed memory
     and signals are unmapped at once and their VA held back, so later GPU use is a VM fault naming them;
-    `poison` (True or a 32-bit pattern) fills new allocations (README "Sanitizer mode")."""
+    `poison` (True or a 32-bit pattern) fills new allocations (README "Sanitizer mode"). `aql=True`: compute
+    queues are COMPUTE_AQL queues (kernels as AQL dispatch packets, other commands as PM4 in vendor packets)."""
     kind, first = parse_spec(spec)
-    checks = dict(sanitize=sanitize, poison=poison)
+    checks = dict(sanitize=sanitize, poison=poison, aql=aql)
     if kind == "sim":
         from ..kfd import EmulatedSystem  # only here (and in the pytest plugin) is the emulator chosen
         system = EmulatedSystem(num_gpus=first + count, **sim_options)
@@ -63,14 +64,15 @@ def open_devices(spec: str = "sim", count: int = 1, *, sanitize: bool = False, p
 
 
 def open_device(spec: str = "sim", *, sanitize: bool = False, poison: int | bool | None = None,
-                **sim_options) -> Device:
-    """One device: "sim" / "sim:N" (emulated), "AMD" / "AMD:N" (real). `sanitize`, `poison`: see open_devices."""
+                aql: bool = False, **sim_options) -> Device:
+    """One device: "sim" / "sim:N" (emulated), "AMD" / "AMD:N" (real). `sanitize`, `poison`, `aql`: see
+    open_devices."""
     kind, index = parse_spec(spec)
     if kind == "sim":
-        return open_devices(f"sim:{index}", 1, sanitize=sanitize, poison=poison, **sim_options)[0]
+        return open_devices(f"sim:{index}", 1, sanitize=sanitize, poison=poison, aql=aql, **sim_options)[0]
     process = _hardware_process()
     existing = process.devices.get(process.nodes[index].gpu_id) if index < len(process.nodes) else None
-    return existing or open_devices(spec, 1, sanitize=sanitize, poison=poison)[0]
+    return existing or open_devices(spec, 1, sanitize=sanitize, poison=poison, aql=aql)[0]
 
 
 def _hardware_process() -> KFDProcess:

@@ -149,7 +149,7 @@ class Device:
     """One GPU through KFD. Use `open_device(spec)` to get one."""
 
     def __init__(self, process: KFDProcess, index: int, *, owner=None, sanitize: bool = False,
-                 poison: int | bool | None = None):
+                 poison: int | bool | None = None, aql: bool = False):
         if not 0 <= index < len(process.nodes):
             raise ValueError(f"GPU index {index} out of range: the topology has {len(process.nodes)} GPU(s)")
         self.process, self.os, self.index = process, process.os, index
@@ -159,6 +159,7 @@ class Device:
         self.sdma_version = "sdma6" if self.family == "gfx11" else "sdma4"
         self.copy_max_bytes = SDMA_COPY_MAX
         self._owner = owner  # keeps an emulated system alive as long as its devices
+        self.aql = bool(aql)  # compute queues are COMPUTE_AQL (kernels as AQL packets, the rest as PM4 IBs)
         self._closed = False
         self._free_cache: OrderedDict[tuple[int, int], list[Buffer]] = OrderedDict()
         self._cached_bytes, self.cache_limit = 0, 256 << 20
@@ -502,6 +503,8 @@ class Device:
                 self._timeline_submitted = max(self._timeline_submitted, value)
 
     def _create_ring(self, engine: str, index: int = 0, ring_size: int = 1 << 16) -> HardwareRing:
+        if engine == "compute" and self.aql:
+            return self._create_aql_ring(index, ring_size)
         ring = self._alloc(ring_size, UNCACHED_FLAGS | BASE_FLAGS)
         ptrs = self._alloc(PAGE, UNCACHED_FLAGS | BASE_FLAGS)  # rptr at +0, wptr at +8, both u64
         args = K.CreateQueueArgs(ring_base_address=ring.va, write_pointer_address=ptrs.va + 8,
@@ -526,6 +529,35 @@ class Device:
                              self.new_signal(0))
         ring_.index = index
         self._rings[(engine, index)] = ring_
+        return ring_
+
+    def _create_aql_ring(self, index: int, ring_size: int) -> HardwareRing:
+        """A COMPUTE_AQL queue laid out as ROCr does: ring slots INVALID, rptr/wptr = the amd_queue_t's
+        read/write_dispatch_id, read_dispatch_id_field_base_byte_offset set (the CP's queue_ptr)."""
+        from ..engines import aql
+        from .aql_ring import IB_ARENA, AqlRing
+        ring = self._alloc(ring_size, UNCACHED_FLAGS | BASE_FLAGS)
+        ring.view[::aql.PACKET_SIZE] = aql.TYPE_INVALID
+        block = self._alloc(PAGE, UNCACHED_FLAGS | BASE_FLAGS)
+        q = block.va
+        ctypes.c_uint64.from_address(q + 8).value = ring.va  # hsa_queue_t.base_address
+        ctypes.c_uint32.from_address(q + 24).value = ring_size // aql.PACKET_SIZE  # hsa_queue_t.size (packets)
+        ctypes.c_uint32.from_address(q + aql.QUEUE_READ_DISPATCH_ID + 8).value = aql.QUEUE_READ_DISPATCH_ID
+        ib = self._alloc(IB_ARENA, UNCACHED_FLAGS | BASE_FLAGS)
+        sizes = K.queue_buffer_sizes(self.node.props)
+        eop = self._alloc(K.KFD_EOP_BUFFER_SIZE, K.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | BASE_FLAGS, cpu_map=False)
+        cwsr = self._alloc(sizes.cwsr_bo_size(), K.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | BASE_FLAGS, cpu_map=False)
+        args = K.CreateQueueArgs(ring_base_address=ring.va, write_pointer_address=q + aql.QUEUE_WRITE_DISPATCH_ID,
+                                 read_pointer_address=q + aql.QUEUE_READ_DISPATCH_ID, ring_size=ring_size,
+                                 gpu_id=self.gpu_id, queue_percentage=K.KFD_MAX_QUEUE_PERCENTAGE, queue_priority=7,
+                                 queue_type=K.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, eop_buffer_address=eop.va,
+                                 eop_buffer_size=K.KFD_EOP_BUFFER_SIZE, ctx_save_restore_address=cwsr.va,
+                                 ctx_save_restore_size=sizes.cwsr_size, ctl_stack_size=sizes.ctl_stack_size)
+        self.process.ioctl(K.AMDKFD_IOC_CREATE_QUEUE, args)
+        ring_ = AqlRing(self, args.queue_id, ring.va, ring_size, q, self._doorbell(args.doorbell_offset),
+                        self.new_signal(0), ib.va)
+        ring_.index = index
+        self._rings[("compute", index)] = ring_
         return ring_
 
     def _doorbell(self, doorbell_offset: int) -> int:

@@ -172,6 +172,14 @@ class ComputeQueue(HWQueue):
         if k.private_segment_fixed_size:
             tmpring, nbytes = P.scratch_layout(k.private_segment_fixed_size, self._family)
             scratch = (tmpring, self.device.scratch_memory(nbytes).va)
+        if self.device.aql:  # the CP builds registers and user SGPRs from the descriptor itself
+            from ..engines import aql
+            from .aql_ring import AqlDispatch
+            if k.uses_dynamic_stack:
+                raise ValueError(f"{k.name} uses a dynamic stack: its scratch size is unknown at dispatch")
+            return self._add(AqlDispatch(aql.kernel_dispatch_packet(
+                program.descriptor_va, va, gsize, lsize, dims=ndims, private_segment_size=k.private_segment_fixed_size,
+                group_segment_size=k.group_segment_fixed_size), scratch))
         for packet in P.dispatch_packets(program, launch, user, self._family, scratch):
             self._add(packet)
         return self
