@@ -254,3 +254,11 @@ def test_a_plain_store_of_doorbell_index_0_is_noticed_through_the_write_dispatch
     ctypes.c_uint64.from_address(ring.wptr_va).value = 1
     ctypes.c_uint64.from_address(ring.doorbell).value = 0  # a plain store, not os.ring_doorbell
     done.wait(1)
+
+
+def test_a_stale_doorbell_value_never_moves_the_write_index_back(gpu):
+    q, out = gpu.aql_queue(), gpu.alloc(4096)
+    ib, n = _ib_write(gpu, out.va, 1)
+    q.submit(aql.pm4_ib_packet(ib, n) + aql.pm4_ib_packet(ib, n))
+    gpu.ring_doorbell(q, 0)  # the first packet's index again, after both ran
+    assert not gpu.faults and q.wptr == 2 and read_dispatch_id(q) == 2

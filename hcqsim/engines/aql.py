@@ -108,7 +108,11 @@ class AQLQueue(PM4Queue):
     # -- pointers ----------------------------------------------------------------------------------
 
     def doorbell(self, value: int) -> None:
-        """The doorbell carries the index of the last packet written (facts 5.5): the end is one past it."""
+        """The doorbell carries the index of the last packet written (facts 5.5): the end is one past it.
+        A value at or behind what the processor already knows (a stale slot value seen after the
+        write_dispatch_id poll moved on) changes nothing: the write index only grows."""
+        if (value + 1) * PACKET_SIZE <= self.ring.end:
+            return
         super().doorbell((value + 1) & _U64)
 
     def write_back_rptr(self) -> None:
