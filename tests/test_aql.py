@@ -262,3 +262,25 @@ def test_a_stale_doorbell_value_never_moves_the_write_index_back(gpu):
     q.submit(aql.pm4_ib_packet(ib, n) + aql.pm4_ib_packet(ib, n))
     gpu.ring_doorbell(q, 0)  # the first packet's index again, after both ran
     assert not gpu.faults and q.wptr == 2 and read_dispatch_id(q) == 2
+
+
+# -- the conformance suite on AQL queues ---------------------------------------------------------------
+
+def _conformance():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from conformance import effects, reference, runner, scenarios
+    return effects, reference, runner, scenarios
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", _conformance()[3].NAMES)
+def test_every_conformance_scenario_on_aql_queues_matches_the_reference_model_and_the_pm4_golden(name, target):
+    from pathlib import Path
+    effects, reference, runner, scenarios = _conformance()
+    sc = scenarios.get(name)
+    seen, counts = runner.run_scenario(sc, "sim", target, aql=True)
+    assert effects.differences(reference.expected_effects(sc, counts), seen) == []
+    golden = effects.load(str(Path(__file__).resolve().parent.parent / "conformance" / "golden" / f"sim-{target}.json"))
+    assert effects.differences(golden["scenarios"][name], seen) == []  # the same effects as on PM4 queues
