@@ -284,3 +284,33 @@ def test_every_conformance_scenario_on_aql_queues_matches_the_reference_model_an
     assert effects.differences(reference.expected_effects(sc, counts), seen) == []
     golden = effects.load(str(Path(__file__).resolve().parent.parent / "conformance" / "golden" / f"sim-{target}.json"))
     assert effects.differences(golden["scenarios"][name], seen) == []  # the same effects as on PM4 queues
+
+
+def test_a_kernel_with_a_private_segment_gets_its_scratch_from_the_amd_queue_t(aql_device):
+    """The CP reads compute_tmpring_size and scratch_backing_memory_location from the queue for AQL."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "hwtests"))
+    import kernel_corpus as KC
+    from hcqsim.compiler import compile_llvm
+    dev = aql_device
+    program = dev.load_program(compile_llvm(KC.PRIVATE + KC.DECLS, dev.target), "private_array")
+    assert program.kernel.private_segment_fixed_size >= 64
+    n = 256
+    idx = np.random.default_rng(1).integers(0, 1 << 20, n, dtype=np.uint32)
+    src, out, done = dev.alloc(4 * n), dev.alloc(4 * n), dev.new_signal(0)
+    src.view[:] = idx.view(np.uint8)
+    dev.compute_queue().exec(program, [src, out], n, 64).signal(done, 1).submit()
+    done.wait(1)
+    gid = np.arange(n, dtype=np.uint32)
+    assert (out.view.view(np.uint32) == (idx & 15) * gid).all()
+
+
+def test_an_aql_builder_disassembles_its_dispatch_packets_and_pm4(aql_device):
+    dev = aql_device
+    program = dev.load_program(kernels.code_object("iota", dev.target), "iota")
+    out, done = dev.alloc(4096), dev.new_signal(0)
+    text = dev.compute_queue().exec(program, [out, 0, 64], 64, 64).signal(done, 1).disassemble()
+    assert text.splitlines()[0].startswith("AQL KERNEL_DISPATCH barrier=1 acquire=system release=system dims=1 "
+                                           "workgroup=(64,1,1) grid=(64,1,1)")
+    assert "RELEASE_MEM" in text

@@ -185,7 +185,21 @@ class ComputeQueue(HWQueue):
         return self
 
     def disassemble(self) -> str:
-        return pm4.disassemble([d for p in self.packets for d in p], self._family)
+        from ..engines.aql import describe
+        from .aql_ring import AqlDispatch
+        parts: list[str] = []
+        run: list[int] = []
+        for p in self.packets:  # on an AQL device kernels are AQL packets between runs of PM4
+            if isinstance(p, AqlDispatch):
+                if run:
+                    parts.append(pm4.disassemble(run, self._family))
+                    run = []
+                parts.append(describe(list(p)))
+            else:
+                run += p
+        if run:
+            parts.append(pm4.disassemble(run, self._family))
+        return "\n".join(parts)
 
 
 class CopyQueue(HWQueue):
