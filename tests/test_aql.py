@@ -314,3 +314,19 @@ def test_an_aql_builder_disassembles_its_dispatch_packets_and_pm4(aql_device):
     assert text.splitlines()[0].startswith("AQL KERNEL_DISPATCH barrier=1 acquire=system release=system dims=1 "
                                            "workgroup=(64,1,1) grid=(64,1,1)")
     assert "RELEASE_MEM" in text
+
+
+def test_a_profiling_queue_writes_start_and_end_timestamps_into_the_completion_signal(gpu):
+    q, out = gpu.aql_queue(), gpu.alloc(4096)
+    q.amd_queue.u32()[aql.QUEUE_PROPERTIES // 4] |= aql.QUEUE_ENABLE_PROFILING
+    first, second = new_signal(gpu, 1), new_signal(gpu, 1)
+    q.submit(iota_packet(gpu, out, 0, 256, signal=first) + iota_packet(gpu, out, 0, 256, signal=second))
+    (s1, e1), (s2, e2) = (struct.unpack("<QQ", gpu.memory.read(s + 32, 16)) for s in (first, second))
+    assert 0 <= s1 < e1 <= s2 < e2 <= gpu.clock
+
+
+def test_without_profiling_the_timestamps_stay_untouched(gpu):
+    q, out = gpu.aql_queue(), gpu.alloc(4096)
+    sig = new_signal(gpu, 1)
+    q.submit(iota_packet(gpu, out, 0, 64, signal=sig))
+    assert gpu.memory.read(sig + 32, 16) == bytes(16)

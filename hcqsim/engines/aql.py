@@ -23,7 +23,8 @@ the packet index. Dispatches run synchronously on the shared shader core, so the
 scopes are checked and have nothing further to wait for. Completion: the signal's value is decremented
 (the processor is the only writer while it runs) and, when the signal has an event mailbox, the event id
 is written there and a CP end-of-pipe interrupt with ctxid = event id is raised, as ROCr's interrupt
-signals expect. Not modelled: agent-dispatch packets, profiling timestamps (start_ts/end_ts), kernarg
+signals expect; with ENABLE_PROFILING in amd_queue_t.queue_properties the signal's start_ts/end_ts get
+the GPU clock at the packet's start and completion. Not modelled: agent-dispatch packets, kernarg
 preloading, and resetting consumed slots to INVALID (the producer does that in ROCr).
 """
 from __future__ import annotations
@@ -51,6 +52,8 @@ HEADER_BARRIER, HEADER_ACQUIRE, HEADER_RELEASE = 8, 9, 11
 SIGNAL_VALUE, SIGNAL_MAILBOX, SIGNAL_EVENT_ID = 8, 16, 24
 # amd_queue_t
 QUEUE_WRITE_DISPATCH_ID, QUEUE_READ_DISPATCH_ID, QUEUE_TMPRING_SIZE, QUEUE_SCRATCH_BASE = 56, 128, 140, 160
+QUEUE_PROPERTIES, QUEUE_ENABLE_PROFILING = 180, 1 << 3  # amd_queue_properties_t bit 3
+SIGNAL_START_TS, SIGNAL_END_TS = 32, 40
 QUEUE_DESCRIPTOR_SIZE = 256
 _INDIRECT_BUFFER = OP["INDIRECT_BUFFER"]
 _U64 = (1 << 64) - 1
@@ -103,6 +106,7 @@ class AQLQueue(PM4Queue):
     def __init__(self, gpu, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
         super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
         self.in_ib: int | None = None  # ring position of the vendor packet whose IB is running
+        self.started: tuple[int, int] = (-1, 0)  # (ring position, clock) of the packet being processed
         self.aql_dispatches = 0
 
     # -- pointers ----------------------------------------------------------------------------------
@@ -164,6 +168,8 @@ class AQLQueue(PM4Queue):
             read = lambda: int(self.gpu.memory.read_u32(stream.address(pos)) & 0xFF != TYPE_INVALID)
             self.stall(stream, pos, read, EQUAL, 1, 1, stream.address(pos), retry=True)
             return
+        if self.started[0] != pos:  # a barrier re-checked or a vendor IB: the packet began the first time
+            self.started = (pos, self.gpu.clock)
         where = f"AQL packet {index} (ring slot {index % (self.ring_size // PACKET_SIZE)}) of queue {self.name}"
         if ptype not in TYPE_NAMES:
             raise DecodeError(f"{where}: header type {ptype} is reserved (0-5 are defined)")
@@ -191,6 +197,9 @@ class AQLQueue(PM4Queue):
         if not signal:
             return
         mem = self.gpu.memory
+        if mem.read_u32(self.queue_ptr + QUEUE_PROPERTIES) & QUEUE_ENABLE_PROFILING:  # ROCr's kernel timing
+            mem.write_u64(signal + SIGNAL_START_TS, self.started[1])
+            mem.write_u64(signal + SIGNAL_END_TS, self.gpu.clock)
         mem.write_u64(signal + SIGNAL_VALUE, (mem.read_u64(signal + SIGNAL_VALUE) - 1) & _U64)
         self.gpu.trace_write(self, signal + SIGNAL_VALUE, 8, mem.read_u64(signal + SIGNAL_VALUE))
         mailbox = mem.read_u64(signal + SIGNAL_MAILBOX)
@@ -280,7 +289,8 @@ class AQLQueue(PM4Queue):
         tmpring = scratch = 0
         if RSRC2.decode([rsrc2])["scratch_en"]:  # scratch comes from the queue (ROCr sizes it per queue)
             mem = self.gpu.memory
-            tmpring, scratch = mem.read_u32(queue_ptr + QUEUE_TMPRING_SIZE), mem.read_u64(queue_ptr + QUEUE_SCRATCH_BASE)
+            tmpring = mem.read_u32(queue_ptr + QUEUE_TMPRING_SIZE)
+            scratch = mem.read_u64(queue_ptr + QUEUE_SCRATCH_BASE)
         d = Dispatch(queue=self.name, pgm_addr=kobj + kd["kernel_code_entry_byte_offset"],
                      rsrc1=kd["compute_pgm_rsrc1"], rsrc2=rsrc2, rsrc3=kd["compute_pgm_rsrc3"], user_data=user,
                      groups=tuple(-(-g // w) for g, w in zip(grid, wg)), start=(0, 0, 0), group_size=wg,
@@ -314,7 +324,8 @@ def describe(dws: list[int], canon=lambda a: a) -> str:
     hdr = dws[0] & 0xFFFF
     ptype = hdr & 0xFF
     name = TYPE_NAMES.get(ptype, f"type {ptype}")
-    flags = f"barrier={hdr >> 8 & 1} acquire={SCOPE_NAMES.get(hdr >> 9 & 3, 3)} release={SCOPE_NAMES.get(hdr >> 11 & 3, 3)}"
+    flags = (f"barrier={hdr >> 8 & 1} acquire={SCOPE_NAMES.get(hdr >> 9 & 3, 3)} "
+             f"release={SCOPE_NAMES.get(hdr >> 11 & 3, 3)}")
     if len(dws) < 16:
         return f"AQL {name} {flags} (truncated: {len(dws)} dwords)"
     raw = struct.pack("<16I", *dws)
