@@ -33,11 +33,13 @@ def blocked_signal(rt):
 
 def test_a_finite_timeout_returns_timeout_in_the_struct(rt):
     sig, _ = blocked_signal(rt)
+    timeout_ms = 300 if rt.os.system.free_running else 3000
     start = time.monotonic()
-    assert rt.wait([sig], timeout=50)[0] == k.KFD_IOC_WAIT_RESULT_TIMEOUT
+    assert rt.wait([sig], timeout=timeout_ms)[0] == k.KFD_IOC_WAIT_RESULT_TIMEOUT
     took = time.monotonic() - start
-    # free-running: the kernel sleeps out the timeout; progress points: nothing but the host can change anything
-    assert took >= 0.045 if rt.os.system.free_running else took < 0.045
+    # free-running: the kernel sleeps out the timeout; progress points: nothing but the host can change anything,
+    # so it returns at once (well under the 3 s asked for, even on a loaded machine)
+    assert took >= 0.29 if rt.os.system.free_running else took < 1.5
 
 
 def test_timeout_zero_polls(rt):
