@@ -91,7 +91,8 @@ def test_close_joins_the_thread_and_restores_the_switch_interval():
     import sys
     before = sys.getswitchinterval()
     system = EmulatedSystem(free_running=True)
-    assert system.thread.alive and sys.getswitchinterval() < before
+    # another free-running system of this process (an earlier test's) may already have lowered it
+    assert system.thread.alive and sys.getswitchinterval() <= min(before, 1e-4)
     system.close()
     assert not system.thread.alive and abs(sys.getswitchinterval() - before) < 1e-9
 
