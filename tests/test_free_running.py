@@ -62,7 +62,7 @@ def test_every_plain_doorbell_store_is_noticed_and_idle_costs_little_cpu():
     system.close()
     # latency is measured by bench/runtime.py (~45 us median), not asserted: a loaded CI machine would flake
     assert len(lat) == 200 and all(x >= 0 for x in lat)
-    assert idle_cpu < 0.3  # a resource bound: the idle thread backs off instead of spinning
+    assert idle_cpu < 0.6  # a resource bound: a spinning thread costs ~1.0 (the process may run other threads)
 
 
 def test_host_threads_issue_ioctls_while_the_gpus_run():
