@@ -61,7 +61,7 @@ def test_every_plain_doorbell_store_is_noticed_and_idle_costs_little_cpu():
     idle_cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / (time.monotonic() - t)
     system.close()
     # latency is measured by bench/runtime.py (~45 us median), not asserted: a loaded CI machine would flake
-    assert len(lat) == 200 and all(x >= 0 for x in lat)
+    assert len(lat) == 200  # every store was noticed (the wait_for above would have timed out otherwise)
     assert idle_cpu < 0.6  # a resource bound: a spinning thread costs ~1.0 (the process may run other threads)
 
 
