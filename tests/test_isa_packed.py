@@ -19,8 +19,7 @@ import numpy as np
 import pytest
 
 import isa_reference as ref
-from isa_harness import (LANES, Rejected, Unimplemented, keep_accepted, no_assembler_reason, rng, run_instruction,
-                         values)
+from isa_harness import LANES, keep_accepted, no_assembler_reason, rng, run_instruction, values, verify
 
 VECTORS = 192
 SRC = (10, 12, 14)
@@ -366,14 +365,7 @@ for arch in ("gfx1100", "gfx942"):
 
 
 def _verify(case):
-    reason = no_assembler_reason(case.arch)
-    if reason:
-        pytest.skip(reason)
-    try:
-        problem = case.check()
-    except Unimplemented as e:
-        pytest.xfail(f"unimplemented: {e}")
-    assert problem is None, problem
+    verify(case)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import isa_reference as ref
-from isa_harness import Unimplemented, keep_accepted, no_assembler_reason, rng, run_instruction, values
+from isa_harness import keep_accepted, rng, run_instruction, values, verify
 
 WAVES = 128
 SRC_SGPRS = (10, 12)
@@ -125,14 +125,7 @@ for arch, col in (("gfx1100", 0), ("gfx942", 1)):
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.arch}: {c.line}" for c in CASES])
 def test_scalar_result_and_scc_follow_the_pseudocode(case):
-    reason = no_assembler_reason(case.arch)
-    if reason:
-        pytest.skip(reason)
-    try:
-        problem = case.check()
-    except Unimplemented as e:
-        pytest.xfail(f"unimplemented: {e}")
-    assert problem is None, problem
+    verify(case)
 
 
 def test_every_generated_instruction_text_assembles():

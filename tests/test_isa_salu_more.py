@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import isa_reference as ref
-from isa_harness import Unimplemented, keep_accepted, no_assembler_reason, rng, run_instruction, values
+from isa_harness import keep_accepted, no_assembler_reason, rng, run_instruction, values, verify
 
 WAVES = 128
 SRC = (10, 12)
@@ -163,14 +163,7 @@ for arch in ("gfx1100", "gfx942"):
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_scalar_result_and_scc_follow_the_pseudocode(case):
-    reason = no_assembler_reason(case.arch)
-    if reason:
-        pytest.skip(reason)
-    try:
-        problem = case.check()
-    except Unimplemented as e:
-        pytest.xfail(f"unimplemented: {e}")
-    assert problem is None, problem
+    verify(case)
 
 
 def test_every_generated_instruction_text_assembles():

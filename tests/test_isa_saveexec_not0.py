@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from isa_harness import Unimplemented, keep_accepted, no_assembler_reason
+from isa_harness import keep_accepted, no_assembler_reason, verify
 from test_isa_salu_rest import saveexec_cases
 
 CASES, REJECTED = [], []
@@ -19,13 +19,7 @@ for arch, ops in (("gfx1100", {"and_not0": lambda s, e: ~s & e, "or_not0": lambd
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_saveexec_negating_s0(case):
-    if no_assembler_reason(case.arch):
-        pytest.skip(no_assembler_reason(case.arch))
-    try:
-        problem = case.check()
-    except Unimplemented as e:
-        pytest.xfail(f"unimplemented: {e}")
-    assert problem is None, problem
+    verify(case)
 
 
 def test_texts_assemble():
