@@ -191,12 +191,15 @@ def _minmax(a, b, ieee, rdna, first_wins):
     a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
     with np.errstate(invalid="ignore"):
         out = np.where(first_wins(a, b), a, b)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    if not (nan_a.any() or nan_b.any()):  # the common case: the ordered comparison alone decides
+        return out.astype(a.dtype, copy=False)
     if rdna:  # the check applied last decides when both are NaN
-        out = np.where(np.isnan(a), b, out)
-        out = np.where(np.isnan(b), a, out)
+        out = np.where(nan_a, b, out)
+        out = np.where(nan_b, a, out)
     else:
-        out = np.where(np.isnan(b), a, out)
-        out = np.where(np.isnan(a), b, out)
+        out = np.where(nan_b, a, out)
+        out = np.where(nan_a, b, out)
     if ieee:
         out = np.where(is_snan(b), quiet(b), out)
         out = np.where(is_snan(a), quiet(a), out)
