@@ -6,8 +6,9 @@ MODE[9] IEEE. A dispatch starts with RSRC1.FLOAT_MODE / DX10_CLAMP / IEEE_MODE (
 `s_denorm_mode`, `s_round_mode` and `s_setreg*` of HW_REG_MODE change it per wave.
 
 Denormal flushing is emulated: a flushed denormal becomes a zero of the same sign, per wave, for the float
-sources and results of VALU arithmetic (`FLUSH_EXEMPT` lists what does not flush: class tests, moves and
-selects are bit operations, `v_div_fmas` does not flush its inputs). Directed rounding is not emulated: a
+sources and results of the VALU operations compiled from the `alu` tables (`FLUSH_EXEMPT` lists those that do
+not flush; moves and selects are bit operations). Compares (class tests included), the division helpers
+v_div_scale / v_div_fmas and packed math do not flush. Directed rounding is not emulated: a
 wave that selects a round mode other than nearest-even stops with a fault naming the instruction, and so
 does a write to the DX10_CLAMP or IEEE bits (the instruction compiler bakes both in).
 """
@@ -19,8 +20,7 @@ from . import fpmath
 
 DENORM_KEEP = 0xF  # FP_DENORM value with denormals kept for every type: no flushing anywhere
 ROUND_MASK, DENORM_SHIFT, DX10_BIT, IEEE_BIT = 0xF, 4, 8, 9
-FLUSH_EXEMPT = frozenset({"v_cmp_class_f16", "v_cmp_class_f32", "v_cmp_class_f64", "v_cmpx_class_f16",
-                          "v_cmpx_class_f32", "v_cmpx_class_f64", "v_frexp_mant_f32", "v_frexp_exp_i32_f32"})
+FLUSH_EXEMPT = frozenset({"v_frexp_mant_f32", "v_frexp_exp_i32_f32"})
 
 
 def initial_mode(rsrc1: int) -> int:

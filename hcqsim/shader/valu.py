@@ -117,11 +117,8 @@ def _flushes(name: str, in_ts, out_t: str):
     """(sources, result) flushers for a wave selection whose MODE flushes denormals (`fpmode`)."""
     exempt = name in fpmode.FLUSH_EXEMPT
     kinds = [t if t[0] == "f" and not exempt else None for t in in_ts]
-    no_input_flush = name.startswith("v_div_fmas")  # ISA: input denormals are not flushed
 
     def flush_in(W, w, args):
-        if no_input_flush:
-            return args
         mode = W.mode[w]
         return [fpmode.flush(a, fpmode.flushes_inputs(mode, k)) if k else a for a, k in zip(args, kinds)]
 
