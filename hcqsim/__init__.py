@@ -5,6 +5,7 @@ program that drives a real GPU through `hcqsim.runtime` never loads the emulator
 """
 from __future__ import annotations
 
+from importlib import metadata as _metadata
 from typing import TYPE_CHECKING
 
 from .errors import DeadlockError, DeviceFault, DeviceTimeout, Fault, HcqsimError
@@ -12,7 +13,12 @@ from .errors import DeadlockError, DeviceFault, DeviceTimeout, Fault, HcqsimErro
 if TYPE_CHECKING:
     from .gpu import EmulatedGPU
 
-__all__ = ["EmulatedGPU", "Fault", "HcqsimError", "DeadlockError", "DeviceFault", "DeviceTimeout"]
+try:
+    __version__ = _metadata.version("hcqsim")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["__version__", "EmulatedGPU", "Fault", "HcqsimError", "DeadlockError", "DeviceFault", "DeviceTimeout"]
 
 
 def __getattr__(name: str):

@@ -236,8 +236,14 @@ def cmd_trace(args) -> int:
     return 0
 
 
+def _version() -> str:
+    from . import __version__
+    return __version__
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hcqsim", description="hcqsim: emulated AMD GPU queues and the runtime over them")
+    p.add_argument("--version", action="version", version=f"hcqsim {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("conformance", help="run the conformance scenarios and compare their effects")

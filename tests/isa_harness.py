@@ -641,7 +641,7 @@ def _report() -> int:
     print(f"== {checked} instruction forms checked, {len(mismatches)} mismatching")
     for m in mismatches:
         print(m)
-    return 0
+    return 1 if mismatches else 0
 
 
 if __name__ == "__main__":
