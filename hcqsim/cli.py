@@ -2,7 +2,7 @@
 
     hcqsim conformance --device sim [--target gfx1100|gfx942] [--record FILE] [--compare FILE] [--json]
     hcqsim info [--device sim|AMD] [--gpus N] [--target ...]
-    hcqsim disasm pm4|sdma|isa|code-object [WORDS... | --file F] [--family/--version/--arch ...]
+    hcqsim disasm pm4|sdma|isa|code-object [WORDS... | --file F|-] [--family/--sdma-version/--arch ...] (disasm_command.py)
     hcqsim trace SCENARIO -o out.json [--target ...]
 
 The conformance scenarios live in the checkout's top-level `conformance/` directory (they are data and a
@@ -18,11 +18,10 @@ import sys
 import time
 from pathlib import Path
 
+from . import disasm_command
+
 EXIT_DIFFERENT = 1
 EXIT_USAGE = 2
-
-# e_flags & 0xff of an AMDGPU code object -> target (EF_AMDGPU_MACH_AMDGCN_*)
-MACH_TARGETS = {0x41: "gfx1100", 0x4C: "gfx942"}
 
 
 def _suite(path: str | None):
@@ -172,50 +171,6 @@ def cmd_info(args) -> int:
     return 0
 
 
-def _words_or_file(args) -> bytes:
-    if args.file:
-        data = Path(args.file).read_bytes()
-        if args.hex:  # a text file of hex words
-            return _hex_words(data.decode().split())
-        return data
-    if not args.words:
-        raise SystemExit("hcqsim disasm: give hex words (e.g. c0031000 ...) or --file FILE")
-    return _hex_words(args.words)
-
-
-def _hex_words(tokens) -> bytes:
-    words = []
-    for t in tokens:
-        for part in t.replace(",", " ").split():
-            words.append(int(part, 16) & 0xFFFFFFFF)
-    return b"".join(w.to_bytes(4, "little") for w in words)
-
-
-def cmd_disasm(args) -> int:
-    if args.kind == "pm4":
-        from . import pm4
-        print(pm4.disassemble(_words_or_file(args), args.family))
-    elif args.kind == "sdma":
-        from . import sdma
-        print(sdma.disassemble(_words_or_file(args), args.version))
-    elif args.kind == "isa":
-        from .shader import disassemble
-        print(disassemble(_words_or_file(args), args.arch or "gfx1100"))
-    else:  # a code object: every kernel's code
-        from .codeobject import CodeObject
-        from .shader import disassemble
-        if not args.file:
-            raise SystemExit("hcqsim disasm code-object: --file FILE (an AMDGPU ELF)")
-        co = CodeObject.from_file(args.file)
-        arch = args.arch or MACH_TARGETS.get(co.mach)
-        if arch is None:
-            raise SystemExit(f"hcqsim disasm: unknown EF_AMDGPU_MACH 0x{co.mach:x}; give --arch")
-        for k in co.kernels:
-            print(f"{k.name}:  ; {arch}, code at image offset 0x{k.code_offset:x}, {len(k.code)} bytes")
-            print(disassemble(k.code, arch))
-    return 0
-
-
 def cmd_trace(args) -> int:
     from . import trace_events
     suite = _suite(args.suite)
@@ -268,14 +223,8 @@ def parser() -> argparse.ArgumentParser:
     i.set_defaults(fn=cmd_info)
 
     d = sub.add_parser("disasm", help="disassemble PM4 / SDMA streams, raw ISA or code objects")
-    d.add_argument("kind", choices=["pm4", "sdma", "isa", "code-object"])
-    d.add_argument("words", nargs="*", help="32-bit hex words (pm4, sdma, isa)")
-    d.add_argument("--file", help="a binary file (little-endian words), or a text file of hex words with --hex")
-    d.add_argument("--hex", action="store_true", help="--file holds hex words as text")
-    d.add_argument("--family", default="gfx11", choices=["gfx11", "gfx9"], help="PM4 packet family")
-    d.add_argument("--version", default="sdma6", help="SDMA version (sdma6, sdma5, sdma4)")
-    d.add_argument("--arch", choices=["gfx1100", "gfx942"], help="ISA architecture (default: the code object's)")
-    d.set_defaults(fn=cmd_disasm)
+    disasm_command.add_arguments(d)
+    d.set_defaults(fn=disasm_command.run)
 
     t = sub.add_parser("trace", help="run one scenario on the emulator and write its timeline (trace-event JSON)")
     t.add_argument("scenario")
