@@ -51,6 +51,14 @@ class VMFaultError(EngineError):
         super().__init__(f"{access} of {size} bytes at 0x{address:x}: {reason}")
 
 
+class RunawayStop(EngineError):
+    """A queue executed more packets (or launched more waves) in one progress point than the GPU's bound, or a
+    kernel more wave-instructions than the shader core's: a stream or a kernel that does not end. The queue
+    stops alone."""
+
+    kind = "runaway"
+
+
 @dataclass
 class Fault:
     """What the GPU records when a queue stops on an error (a VM fault or a bad packet)."""

@@ -18,7 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-from .engines.aql import QUEUE_READ_DISPATCH_ID, QUEUE_WRITE_DISPATCH_ID, AQLQueue
+from .aql import QUEUE_READ_DISPATCH_ID, QUEUE_WRITE_DISPATCH_ID
+from .engines.aql import AQLQueue
 from .engines.command_processor import PM4Queue
 from .engines.queue import EngineQueue, Stream
 from .engines.sdma_engine import SDMAEngine, SDMAQueue

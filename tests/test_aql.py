@@ -1,4 +1,4 @@
-"""The AQL packet processor (hcqsim.engines.aql), packet by packet, on the direct GPU API.
+"""The AQL packet processor (hcqsim.engines.aql) running the packets of the language module hcqsim.aql, packet by packet, on the direct GPU API.
 
 An AQL queue's ring is an array of 64-byte HSA packets; the doorbell carries the index of the last packet
 written and the processor reports read_dispatch_id (packets consumed). Kernel dispatch packets run on the
@@ -16,7 +16,7 @@ import pytest
 
 from hcqsim import EmulatedGPU, kernels, pm4
 from hcqsim.codeobject import CodeObject
-from hcqsim.engines import aql
+from hcqsim import aql
 from hcqsim.runtime import program as P
 
 TARGETS = ["gfx1100", "gfx942"]

@@ -6,32 +6,9 @@ the emulator's reading of them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import DecodeError
 from ..registers import INITIATOR, LDS_GRANULE, REGS, RSRC2
-
-
-@dataclass
-class Dispatch:
-    """One DISPATCH_DIRECT, decoded from registers: what the shader core needs to launch waves."""
-
-    queue: str
-    pgm_addr: int  # first instruction
-    rsrc1: int
-    rsrc2: int
-    rsrc3: int
-    user_data: list[int]  # USER_DATA_0 .. USER_DATA_{user_sgpr-1}
-    groups: tuple[int, int, int]  # workgroup counts (including partial groups)
-    start: tuple[int, int, int]
-    group_size: tuple[int, int, int]  # NUM_THREAD_*.FULL
-    partial_size: tuple[int, int, int]  # size of the trailing partial group per dim (0 = none)
-    wave_size: int
-    lds_bytes: int
-    scratch_base: int
-    tmpring_size: int
-    resource_limits: int
-    initiator: int
+from ..shader.dispatch import Dispatch
 
 
 def decode_dispatch(queue: str, regs: dict[int, int], dims: tuple[int, int, int], initiator: int,

@@ -14,19 +14,10 @@ from __future__ import annotations
 import ctypes
 from array import array
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from ..compare import COMPARE, NAMES as COMPARE_NAMES
-from ..errors import BlockedQueue, DecodeError, EngineError, QueueError
-
-if TYPE_CHECKING:
-    from ..gpu import EmulatedGPU
-
-class RunawayStop(EngineError):
-    """A queue executed more packets (or launched more waves) in one progress point than the GPU's bound:
-    a stream that does not end (an IB chaining to itself, a huge NOP stream). The queue stops alone."""
-
-    kind = "runaway"
+from ..errors import BlockedQueue, DecodeError, EngineError, QueueError, RunawayStop
 
 
 MIN_RING_SIZE = 1024  # facts 5.5: power of two, >= 1 KiB, base 256-byte aligned
@@ -146,7 +137,7 @@ class EngineQueue:
     ptr_unit = 4  # bytes per write-pointer unit (PM4: dwords, SDMA: bytes)
     max_ib_depth = 1
 
-    def __init__(self, gpu: "EmulatedGPU", name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
+    def __init__(self, gpu, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
         if ring_size < MIN_RING_SIZE or ring_size & (ring_size - 1):
             raise QueueError(f"ring size {ring_size} must be a power of two >= {MIN_RING_SIZE} bytes")
         if ring_va % RING_ALIGN:

@@ -17,7 +17,7 @@ import struct
 from typing import TYPE_CHECKING
 
 from .. import pm4
-from ..engines import aql
+from .. import aql
 from ..errors import QueueError
 from .queues import HardwareRing, _pack
 

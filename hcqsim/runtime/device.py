@@ -534,7 +534,7 @@ class Device:
     def _create_aql_ring(self, index: int, ring_size: int) -> HardwareRing:
         """A COMPUTE_AQL queue laid out as ROCr does: ring slots INVALID, rptr/wptr = the amd_queue_t's
         read/write_dispatch_id, read_dispatch_id_field_base_byte_offset set (the CP's queue_ptr)."""
-        from ..engines import aql
+        from .. import aql
         from .aql_ring import IB_ARENA, AqlRing
         ring = self._alloc(ring_size, UNCACHED_FLAGS | BASE_FLAGS)
         ring.view[::aql.PACKET_SIZE] = aql.TYPE_INVALID

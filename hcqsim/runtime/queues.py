@@ -173,7 +173,7 @@ class ComputeQueue(HWQueue):
             tmpring, nbytes = P.scratch_layout(k.private_segment_fixed_size, self._family)
             scratch = (tmpring, self.device.scratch_memory(nbytes).va)
         if self.device.aql:  # the CP builds registers and user SGPRs from the descriptor itself
-            from ..engines import aql
+            from .. import aql
             from .aql_ring import AqlDispatch
             if k.uses_dynamic_stack:
                 raise ValueError(f"{k.name} uses a dynamic stack: its scratch size is unknown at dispatch")
@@ -185,7 +185,7 @@ class ComputeQueue(HWQueue):
         return self
 
     def disassemble(self) -> str:
-        from ..engines.aql import describe
+        from ..aql import describe
         from .aql_ring import AqlDispatch
         parts: list[str] = []
         run: list[int] = []

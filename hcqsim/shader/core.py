@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engines.dispatch import Dispatch
-from ..engines.queue import RunawayStop
-from ..errors import EngineError, UnsupportedError, VMFaultError
+from ..errors import EngineError, RunawayStop, UnsupportedError, VMFaultError
 from ..registers import RSRC2
 from . import fpmode
 from .compile import compile_instr
 from .decoder import decode
+from .dispatch import Dispatch
 from .operands import Context, ShaderFault
 from .waves import EXEC, Waves
 
