@@ -2,90 +2,189 @@
 (`--device=AMD`, `--device=AMD:1`).
 
 Fixtures: `device` (one device) and `devices` (two; on sim the plugin builds a system with two GPUs).
-Markers: `sim_only`, `hw_only`, `slow`. Each test on sim gets a fresh emulated system, so tests are
-independent and deterministic (and safe under pytest-xdist). `--sim-sanitize` / `--no-sim-sanitize` turn the
-runtime's sanitizer on or off (default off; a conftest may set `config.option.sim_sanitize` when neither was
-given, as hcqsim's own hwtests do). `--sim-free-running` runs the emulated GPUs on a background thread
-(`EmulatedSystem(free_running=True)`), for clients that store doorbells and spin on memory themselves. Bad
-option values are usage errors before any test runs; the header says what the run uses.
+Markers: `sim_only`, `hw_only`, `no_sanitize`. Each test on sim gets a fresh emulated system, so tests are
+independent and deterministic (and safe under pytest-xdist).
+
+**Coexisting with other projects.** pytest loads this plugin in every project of an environment where hcqsim
+is installed, so it claims nothing a project may own. Every option has an hcqsim-prefixed name that is always
+registered (`--hcqsim-device`, `--hcqsim-target`, `--hcqsim-policy`, `--hcqsim-sanitize`/`--hcqsim-no-sanitize`,
+`--hcqsim-free-running`, `--hcqsim-aql`); the short names the design uses (`--device`, `--sim-target`,
+`--sim-policy`, `--sim-sanitize`/`--no-sim-sanitize`, `--sim-free-running`, `--aql`) are added as aliases once
+the initial conftests are loaded, each only if no conftest or plugin registered it. A project with its own
+`--device` keeps it and reaches hcqsim through `--hcqsim-device`. Values live under `config.option.hcqsim_*`.
+Importing the plugin loads neither the runtime nor the emulator: the runtime is imported when a fixture opens
+a device or an option value other than the default has to be checked, and nothing is built for a run that
+never asks for `device`/`devices`. The header line appears only when an hcqsim option is set (on the command
+line or by a conftest, as hcqsim's hwtests set the sanitizer). `-p no:hcqsim` disables the plugin entirely.
+
+`--sim-sanitize` / `--no-sim-sanitize` turn the runtime's sanitizer on or off (default off; a conftest may set
+`config.option.hcqsim_sanitize` when neither was given, as hcqsim's own hwtests do). `--sim-free-running` runs
+the emulated GPUs on a background thread (`EmulatedSystem(free_running=True)`), for clients that store
+doorbells and spin on memory themselves. Bad option values are usage errors before any test runs.
 
 When a test fails on sim -- an assertion, an exception, or a timeout from pytest-timeout (`--timeout=S`;
 a stuck free-running client sleeps in WAIT_EVENTS or spins, and the timeout turns that into a failure) --
-the report gets a section "hcqsim machine state": every emulated system still open, each queue's state,
-what each blocked queue waits for (packet, address, awaited and current value) and recent faults.
+the report gets a section "hcqsim machine state" (every emulated system still open: a table of its queues with
+their state and ring pointers, what each blocked queue waits for at which hex address, recent faults) and, for
+a test that used the fixtures, a section "hcqsim sanitizer" saying whether the sanitizer was on and how to turn
+it on.
 """
 from __future__ import annotations
 
+import os
+import sys
+from dataclasses import dataclass, field
+
 import pytest
 
-from .boundary import KFD_PATH
-from .runtime import NoDeviceError, RealOS, open_device, open_devices, parse_spec
+GROUP = "hcqsim"
+FIXTURES = ("device", "devices")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One plugin option: the name that is always registered, the design's short alias, argparse attributes."""
+
+    name: str
+    alias: str
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def dest(self) -> str:
+        return self.attrs["dest"]
+
+
+OPTIONS = (
+    Option("--hcqsim-device", "--device", dict(
+        dest="hcqsim_device", default="sim", metavar="SPEC",
+        help="where hcqsim's device fixtures run: sim (default), sim:N, AMD or AMD:N")),
+    Option("--hcqsim-target", "--sim-target", dict(
+        dest="hcqsim_target", default="gfx1100", metavar="TARGET", help="emulated GPU target on sim: gfx1100 (default) or gfx942")),
+    Option("--hcqsim-policy", "--sim-policy", dict(
+        dest="hcqsim_policy", default="run_to_block", metavar="POLICY",
+        help="emulator scheduler policy: run_to_block (default), round_robin or random")),
+    Option("--hcqsim-sanitize", "--sim-sanitize", dict(
+        action="store_true", dest="hcqsim_sanitize", default=None,
+        help="runtime sanitizer on sim: freed memory and signals unmapped, their VA held back, so stale GPU "
+             "accesses are VM faults naming what was freed where")),
+    Option("--hcqsim-no-sanitize", "--no-sim-sanitize", dict(
+        action="store_false", dest="hcqsim_sanitize",
+        help="turn the sanitizer off (where a conftest turns it on by default)")),
+    Option("--hcqsim-free-running", "--sim-free-running", dict(
+        action="store_true", dest="hcqsim_free_running", default=False,
+        help="run the emulated GPUs on a background thread that notices doorbell stores by itself "
+             "(not deterministic across host/GPU interleavings; see README)")),
+    Option("--hcqsim-aql", "--aql", dict(
+        action="store_true", dest="hcqsim_aql", default=False,
+        help="the runtime's compute queues are COMPUTE_AQL queues (kernels as AQL dispatch packets, other "
+             "commands as PM4 in vendor packets) instead of PM4 queues")),
+)
+DEFAULTS = {o.dest: o.attrs["default"] for o in OPTIONS if "default" in o.attrs}
+_USED = pytest.StashKey[dict]()  # on a test item: the device options its fixtures opened devices with
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("hcqsim")
-    group.addoption("--device", default="sim", help="where runtime tests run: sim (default), sim:N, AMD or AMD:N")
-    group.addoption("--sim-target", default="gfx1100", help="emulated GPU target on --device=sim (gfx1100, gfx942)")
-    group.addoption("--sim-policy", default="run_to_block",
-                    help="emulator scheduler policy: run_to_block, round_robin or random")
-    group.addoption("--sim-sanitize", action="store_true", dest="sim_sanitize", default=None,
-                    help="runtime sanitizer on --device=sim: freed memory and signals unmapped, their VA held back, "
-                         "so stale GPU accesses are VM faults naming what was freed where")
-    group.addoption("--no-sim-sanitize", action="store_false", dest="sim_sanitize",
-                    help="turn the sanitizer off (where a conftest turns it on by default)")
-    group.addoption("--sim-free-running", action="store_true", default=False,
-                    help="run the emulated GPUs on a background thread that notices doorbell stores by itself "
-                         "(not deterministic across host/GPU interleavings; see README)")
-    group.addoption("--aql", action="store_true", default=False,
-                    help="the runtime's compute queues are COMPUTE_AQL queues (kernels as AQL dispatch packets, "
-                         "other commands as PM4 in vendor packets) instead of PM4 queues")
+    group = parser.getgroup(GROUP, "hcqsim (emulated or real AMD GPUs)")
+    for opt in OPTIONS:
+        group.addoption(opt.name, **opt.attrs)
+
+
+def _registered_names(parser) -> set[str]:
+    groups = [parser._anonymous, *parser._groups]  # pytest keeps no public list of option names
+    return {name for g in groups for opt in g.options for name in opt.names()}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """After the initial conftests registered their options, add each short alias nobody took."""
+    result = yield
+    taken = _registered_names(parser)
+    group = parser.getgroup(GROUP)
+    for opt in OPTIONS:
+        if opt.alias not in taken:
+            group.addoption(opt.alias, **opt.attrs)
+    return result
+
+
+def _alias_is_ours(config, opt: Option) -> bool:
+    group = next((g for g in config._parser._groups if g.name == GROUP), None)
+    return group is not None and any(opt.alias in a.names() for a in group.options)
+
+
+def _name(config, canonical: str) -> str:
+    """The name a user types for an option in this run: the short alias where it was free."""
+    opt = next(o for o in OPTIONS if o.name == canonical)
+    return opt.alias if _alias_is_ours(config, opt) else opt.name
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "sim_only: runs only on the emulator (--device=sim)")
-    config.addinivalue_line("markers", "hw_only: runs only on a real GPU (--device=AMD)")
-    config.addinivalue_line("markers", "slow: long fuzzing or very large sizes")
-    config.addinivalue_line("markers", "no_sanitize: the device fixtures of this test never use the sanitizer "
-                                       "(it checks behaviour the sanitizer changes on purpose, e.g. buffer reuse)")
-    spec = config.getoption("--device")
-    try:
-        kind, _ = parse_spec(spec)
-    except ValueError as e:
-        raise pytest.UsageError(str(e)) from None
-    if kind == "AMD" and not RealOS().exists(KFD_PATH):
-        raise pytest.UsageError(f"--device={spec}: {KFD_PATH} not found; this machine has no AMD GPU driven by KFD "
-                                f"(use --device=sim)")
-    if kind == "sim":
-        _check_sim_options(config)
+    config.addinivalue_line("markers", "sim_only: runs only on the emulator (hcqsim --device=sim)")
+    config.addinivalue_line("markers", "hw_only: runs only on a real GPU (hcqsim --device=AMD)")
+    config.addinivalue_line("markers", "no_sanitize: the hcqsim device fixtures of this test never use the "
+                                       "sanitizer (it checks behaviour the sanitizer changes on purpose)")
+    _check_options(config)
 
 
-def _check_sim_options(config) -> None:
-    """Open (and close) one emulated device with the options, so a bad value is one usage line now instead
-    of a setup error with a traceback in every test."""
-    opts = _sim_options(config)
-    for name in opts:  # one option at a time, so the message names the one that is wrong
+def _check_options(config) -> None:
+    """Bad values are one usage line now, instead of a setup error in every test; values left at their
+    defaults are known good, so a run that does not set them imports nothing."""
+    spec = config.getoption("hcqsim_device")
+    if spec != DEFAULTS["hcqsim_device"]:
+        from .runtime import parse_spec
         try:
-            open_device("sim", **{name: opts[name]}).close()
-        except (ValueError, TypeError) as e:
-            raise pytest.UsageError(f"--sim-{name}={opts[name]}: {e}") from None
+            kind, _ = parse_spec(spec)
+        except ValueError as e:
+            raise pytest.UsageError(f"{_name(config, '--hcqsim-device')}={spec}: {e}") from None
+        if kind == "AMD":
+            from .boundary import KFD_PATH
+            if not os.path.exists(KFD_PATH):
+                raise pytest.UsageError(
+                    f"{_name(config, '--hcqsim-device')}={spec}: {KFD_PATH} not found; this machine has no AMD "
+                    f"GPU driven by KFD (use {_name(config, '--hcqsim-device')}=sim)")
+    target = config.getoption("hcqsim_target")
+    if target != DEFAULTS["hcqsim_target"]:
+        from .targets import get_target
+        try:
+            get_target(target)
+        except ValueError as e:
+            raise pytest.UsageError(f"{_name(config, '--hcqsim-target')}={target}: {e}") from None
+    policy = config.getoption("hcqsim_policy")
+    if policy != DEFAULTS["hcqsim_policy"]:
+        import random
+
+        from .gpu import make_policy  # the emulator's own list of policy names; nothing is built
+        try:
+            make_policy(policy, random.Random(0))
+        except ValueError as e:
+            raise pytest.UsageError(f"{_name(config, '--hcqsim-policy')}={policy}: {e}") from None
+
+
+def _kind(config) -> str:
+    return config.getoption("hcqsim_device").partition(":")[0]  # checked in pytest_configure
 
 
 def _sanitize(config) -> bool:
-    return bool(config.getoption("sim_sanitize"))
+    return bool(config.getoption("hcqsim_sanitize"))
 
 
-def pytest_report_header(config) -> str:
-    spec = config.getoption("--device")
-    if parse_spec(spec)[0] != "sim":
+def _options_set(config) -> bool:
+    return any(config.getoption(dest) != default for dest, default in DEFAULTS.items())
+
+
+def pytest_report_header(config) -> str | None:
+    if not _options_set(config):
+        return None  # a project that does not use hcqsim sees no line of it
+    spec = config.getoption("hcqsim_device")
+    if _kind(config) != "sim":
         return f"hcqsim: device {spec}"
-    return (f"hcqsim: device {spec}, target {config.getoption('--sim-target')}, policy "
-            f"{config.getoption('--sim-policy')}, sanitizer {'on' if _sanitize(config) else 'off'}"
-            f"{', free-running' if config.getoption('--sim-free-running') else ''}"
-            f"{', AQL compute queues' if config.getoption('--aql') else ''}")
+    return (f"hcqsim: device {spec}, target {config.getoption('hcqsim_target')}, policy "
+            f"{config.getoption('hcqsim_policy')}, sanitizer {'on' if _sanitize(config) else 'off'}"
+            f"{', free-running' if config.getoption('hcqsim_free_running') else ''}"
+            f"{', AQL compute queues' if config.getoption('hcqsim_aql') else ''}")
 
 
 def pytest_collection_modifyitems(config, items):
-    kind, _ = parse_spec(config.getoption("--device"))
+    kind = _kind(config)
     for item in items:
         if kind == "AMD" and item.get_closest_marker("sim_only"):
             item.add_marker(pytest.mark.skip(reason="sim_only test on real hardware"))
@@ -94,39 +193,113 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _sim_options(config) -> dict:
-    opts = dict(target=config.getoption("--sim-target"), policy=config.getoption("--sim-policy"))
-    if config.getoption("--sim-free-running"):
+    opts = dict(target=config.getoption("hcqsim_target"), policy=config.getoption("hcqsim_policy"))
+    if config.getoption("hcqsim_free_running"):
         opts["free_running"] = True
     return opts
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if not report.failed:
-        return
-    from .kfd.system import live_systems  # the emulator, only once a test failed
-    systems = live_systems()
-    if systems:
-        report.sections.append(("hcqsim machine state", "\n".join(s.describe() for s in systems)))
+    report = yield
+    if report.failed:
+        systems = _live_systems()
+        if systems:
+            report.sections.append(("hcqsim machine state", "\n\n".join(machine_state(s) for s in systems)))
+        used = item.stash.get(_USED, None)
+        if used is not None and used.get("kind") == "sim":
+            report.sections.append(("hcqsim sanitizer", _sanitizer_note(item.config, used)))
+    return report
 
+
+def _live_systems() -> list:
+    system = sys.modules.get("hcqsim.kfd.system")  # no emulator loaded: no system can be open
+    return system.live_systems() if system is not None else []
+
+
+def _sanitizer_note(config, used: dict) -> str:
+    if used["sanitize"]:
+        return ("on: a GPU access to freed memory or a freed signal would have been a VM fault naming the "
+                "buffer and where it was freed")
+    why = "(@pytest.mark.no_sanitize on this test)" if used["marked_off"] else ""
+    how = f"rerun with {_name(config, '--hcqsim-sanitize')}" if not used["marked_off"] else \
+        "remove the no_sanitize marker"
+    return (f"off {why}: a GPU access to freed memory or a freed signal passes silently (it may land in the "
+            f"next owner's data); {how}, or open_device('sim', sanitize=True), to make it a VM fault naming "
+            f"the buffer and where it was freed").replace("off :", "off:")
+
+
+# -- the machine-state section ---------------------------------------------------------------------------
+
+def _hex(value) -> str:
+    return "-" if value is None else f"0x{value:x}"
+
+
+def _columns(rows: list[tuple], indent: str = "  ") -> list[str]:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(f"{str(c):{w}}" for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def _queue_state(q) -> str:
+    if q.fault:
+        return "faulted"
+    if q.destroyed:
+        return "destroyed"
+    if q.wait:
+        return "waiting"
+    return "busy" if q.has_work() else "idle"
+
+
+def machine_state(system) -> str:
+    """One emulated system as tables: its queues, what the blocked ones wait for, recent faults."""
+    with system.lock:
+        mode = "free-running" if system.free_running else "progress points"
+        lines = [f"emulated system: {len(system.gpus)} x {system.target.name}, {mode}"
+                 f"{', closed' if system.closed else ''}"]
+        thread = getattr(system, "thread", None)
+        if thread is not None and thread.error is not None:
+            lines.append(f"  GPU thread stopped by an emulator error: {thread.error!r}")
+        queues = [("GPU", "queue", "engine", "state", "rptr", "wptr")]
+        queues += [(gpu.label, q.name, q.engine, _queue_state(q), _hex(q.rptr), _hex(q.wptr))
+                   for gpu in system.gpus for q in gpu.queues]
+        lines += _columns(queues) if len(queues) > 1 else ["  no queues"]
+        blocked = [b for gpu in system.gpus for b in gpu.blocked()]
+        if blocked:
+            lines.append("  blocked waits:")
+            rows = [("GPU", "queue", "ring offset", "address", "wants", "current")]
+            rows += [(b.gpu, b.queue, _hex(b.ring_offset), _hex(b.address), b.awaited,
+                      "unreadable" if b.current is None else _hex(b.current)) for b in blocked]
+            lines += _columns(rows, "    ")
+            lines += [f"    {b.queue}: {b.packet}" for b in blocked]
+        faults = [f for gpu in system.gpus for f in gpu.faults[-3:]]
+        if faults:
+            lines.append("  recent faults:")
+            lines += [f"    {str(f).splitlines()[0]}" for f in faults]
+        return "\n".join(lines)
+
+
+# -- fixtures ----------------------------------------------------------------------------------------------
 
 def _device_options(request) -> dict:
-    sanitize = _sanitize(request.config) and request.node.get_closest_marker("no_sanitize") is None
+    marked_off = request.node.get_closest_marker("no_sanitize") is not None
+    sanitize = _sanitize(request.config) and not marked_off
+    request.node.stash[_USED] = dict(kind="sim", sanitize=sanitize, marked_off=marked_off)
     return dict(_sim_options(request.config), sanitize=sanitize)
 
 
 @pytest.fixture
 def device_spec(request) -> str:
-    return request.config.getoption("--device")
+    """The device spec of this run (`--device`/`--hcqsim-device`)."""
+    return request.config.getoption("hcqsim_device")
 
 
 @pytest.fixture
 def device(request, device_spec):
-    kind, _ = parse_spec(device_spec)
+    """One runtime device on the run's spec; on sim a fresh emulated system, closed after the test."""
+    from .runtime import open_device
+    kind = device_spec.partition(":")[0]
     dev = open_device(device_spec, **(_device_options(request) if kind == "sim" else {}),
-                      aql=request.config.getoption("--aql"))
+                      aql=request.config.getoption("hcqsim_aql"))
     yield dev
     if kind == "sim":
         dev.close()
@@ -134,10 +307,12 @@ def device(request, device_spec):
 
 @pytest.fixture
 def devices(request, device_spec):
-    kind, first = parse_spec(device_spec)
+    """Two runtime devices (on sim one emulated system with two GPUs); skipped where the machine has one."""
+    from .runtime import NoDeviceError, open_devices
+    kind = device_spec.partition(":")[0]
     try:
         devs = open_devices(device_spec, 2, **(_device_options(request) if kind == "sim" else {}),
-                            aql=request.config.getoption("--aql"))
+                            aql=request.config.getoption("hcqsim_aql"))
     except NoDeviceError as e:
         pytest.skip(str(e))
     yield devs

@@ -2,5 +2,5 @@
 
 
 def pytest_configure(config):
-    if config.getoption("sim_sanitize") is None:
-        config.option.sim_sanitize = True
+    if config.getoption("hcqsim_sanitize") is None:
+        config.option.hcqsim_sanitize = True

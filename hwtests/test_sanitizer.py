@@ -72,5 +72,5 @@ def test_poison_fills_new_device_memory():
 
 
 @pytest.mark.sim_only
-def test_hcqsims_own_hwtests_run_sanitized_by_default(device):
-    assert device.sanitize
+def test_hcqsims_own_hwtests_run_sanitized_unless_no_sim_sanitize_is_given(request, device):
+    assert device.sanitize == (request.config.getoption("hcqsim_sanitize") is not False)
