@@ -232,6 +232,11 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--target", default="gfx1100", choices=["gfx1100", "gfx942"])
     t.add_argument("--suite", metavar="DIR")
     t.set_defaults(fn=cmd_trace)
+
+    from .native import command as native_command  # `hcqsim run`: hcqsim/native/command.py
+    r = sub.add_parser("run", help="run an unmodified native ROCm program (rocminfo, HIP) on an emulated machine")
+    native_command.add_arguments(r)
+    r.set_defaults(fn=native_command.run)
     return p
 
 

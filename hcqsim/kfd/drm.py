@@ -40,6 +40,20 @@ GPU_COUNTER_FREQ_KHZ = 100_000  # amdgpu_asic_get_xclk() * 10: the 100 MHz refer
 CTX_NUM_ENTITIES = {d.AMDGPU_HW_IP_GFX: 1, d.AMDGPU_HW_IP_COMPUTE: 4, d.AMDGPU_HW_IP_DMA: 2}
 KERNEL_COMPUTE_RINGS = 8  # amdgpu_num_kcq default: kernel compute rings per XCC
 
+# AMDGPU_INFO_READ_MMR_REG (amdgpu_kms.c; soc15.c / soc21.c *_read_register): only registers of the ASIC's
+# allow list are readable; GB_ADDR_CONFIG (GC segment-0 offset 0x63e: absolute dword 0x263e on soc15 and soc21,
+# what libdrm's amdgpu_query_gpu_info_init reads) answers adev->gfx.config.gb_addr_config. The values are composed
+# from the target's layout (NUM_PIPES [2:0] log2, MAX_COMPRESSED_FRAGS [7:6], gfx11 NUM_PKRS [10:8], gfx9
+# NUM_SHADER_ENGINES [20:19] log2 per XCC) and are illustrative: nothing hcqsim emulates depends on them. The
+# allow list's status registers (GRBM_STATUS, CP_STAT, SDMA*_STATUS, ...) are not modelled and answer like an
+# offset outside the list (the ioctl's -EFAULT).
+AMDGPU_INFO_READ_MMR_REG = 0x15  # amdgpu_drm.h
+MMR_GB_ADDR_CONFIG = 0x263E
+GB_ADDR_CONFIG = {"gfx1100": 0x544, "gfx942": 0x100043}
+MMR_MAX_COUNT = 128  # the kernel refuses longer reads with -EINVAL
+AMDGPU_GFX_MAX_SE, AMDGPU_GFX_MAX_SH_PER_SE = 8, 2
+MMR_INDEX_MASK = 0xFF  # SE index [7:0], SH index [15:8]; all ones = broadcast
+
 # amdgpu_info_ioctl's switch: the queries the kernel answers (others are -EINVAL)
 KNOWN_INFO_QUERIES = frozenset({0x00, 0x01, 0x02, 0x03, 0x05, 0x0E, 0x0F, 0x10, 0x11, 0x13, 0x14, 0x15, 0x16,
                                 0x17, 0x18, 0x19, 0x1A, 0x1B, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x21, 0x22, 0x23,
@@ -126,7 +140,7 @@ class AmdgpuDrm:
             d.AMDGPU_INFO_VIS_VRAM_USAGE: lambda g, i: ctypes.c_uint64(self._vram_used(g)),
             d.AMDGPU_INFO_GTT_USAGE: lambda g, i: ctypes.c_uint64(self._gtt_used(g)),
             d.AMDGPU_INFO_VRAM_GTT: self._vram_gtt, d.AMDGPU_INFO_DEV_INFO: self._dev_info,
-            d.AMDGPU_INFO_MEMORY: self._memory,
+            d.AMDGPU_INFO_MEMORY: self._memory, AMDGPU_INFO_READ_MMR_REG: self._read_mmr_reg,
         }
         answer = answers.get(info.query)
         if answer is None:
@@ -135,6 +149,26 @@ class AmdgpuDrm:
             raise OSError(errno.EINVAL, f"AMDGPU_INFO: unknown query 0x{info.query:02x}")
         out = bytes(answer(gpu, info))
         write_user(info.return_pointer, out[:min(info.return_size, len(out))])
+
+    def _read_mmr_reg(self, gpu: int, info: d.DrmAmdgpuInfo) -> ctypes.Array:
+        q = info.read_mmr_reg
+        se, sh = q.instance & MMR_INDEX_MASK, (q.instance >> 8) & MMR_INDEX_MASK
+        if se != MMR_INDEX_MASK and se >= AMDGPU_GFX_MAX_SE:
+            raise OSError(errno.EINVAL, f"AMDGPU_INFO_READ_MMR_REG: SE index {se} (at most {AMDGPU_GFX_MAX_SE - 1})")
+        if sh != MMR_INDEX_MASK and sh >= AMDGPU_GFX_MAX_SH_PER_SE:
+            raise OSError(errno.EINVAL, f"AMDGPU_INFO_READ_MMR_REG: SH index {sh} (at most "
+                                        f"{AMDGPU_GFX_MAX_SH_PER_SE - 1})")
+        if q.count > MMR_MAX_COUNT:
+            raise OSError(errno.EINVAL, f"AMDGPU_INFO_READ_MMR_REG: count {q.count} > {MMR_MAX_COUNT}")
+        allowed = {MMR_GB_ADDR_CONFIG: GB_ADDR_CONFIG[self.target.name]}
+        values = (ctypes.c_uint32 * q.count)()
+        for i in range(q.count):
+            reg = q.dword_offset + i
+            if reg not in allowed:
+                raise OSError(errno.EFAULT, f"AMDGPU_INFO_READ_MMR_REG: register 0x{reg:x} is not readable (amdgpu's "
+                                            f"allow list; hcqsim models GB_ADDR_CONFIG 0x{MMR_GB_ADDR_CONFIG:x} of it)")
+            values[i] = allowed[reg]
+        return values
 
     # memory: a large-BAR part (all VRAM CPU-visible), nothing pinned; GTT is TTM's default, half of RAM
 

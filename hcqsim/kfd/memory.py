@@ -9,6 +9,7 @@ addresses), the error says "emulator limitation".
 from __future__ import annotations
 
 import bisect
+import ctypes
 import errno
 import heapq
 import struct
@@ -173,7 +174,9 @@ class AddressBook:
     inside a reservation keeps that reservation's pages; when the process munmaps the reservation while
     the BO lives, the BO takes the pages over (`owns_reservation`) and returns them when freed. A BO placed
     where nothing was reserved reserves its own range. `anon` are anonymous read/write mmaps (host memory,
-    e.g. for USERPTR); a munmap is deferred while a live USERPTR BO still points into it.
+    e.g. for USERPTR); a munmap is deferred while a live USERPTR BO still points into it. `fixed` are anonymous
+    read/write MAP_FIXED maps the process placed inside its own reservations (the thunk's host memory, then
+    registered as USERPTR): real pages at that address until munmapped or mapped over.
     """
 
     def __init__(self, window: VaWindow):
@@ -181,6 +184,8 @@ class AddressBook:
         self.reserved: list[tuple[int, int]] = []
         self.anon: dict[int, int] = {}
         self.deferred_anon: dict[int, int] = {}
+        self.fixed = RangeIndex()
+        self.deferred_fixed: dict[int, int] = {}  # unmapped fixed maps a live USERPTR BO still holds: start -> end
 
     def reserve(self, length: int, at: int | None) -> int:
         va = self.window.reserve(length, PAGE_SIZE, at)
@@ -499,16 +504,50 @@ class ProcessMemory:
         try:
             if prot == PROT_NONE:  # the runtime reserving GPU VA
                 if flags & MAP_FIXED and book.is_reserved(addr, addr + page_align(length)):
-                    return addr  # re-reserving its own reservation: nothing changes
+                    self._drop_fixed(addr, addr + page_align(length))  # mapped over: those pages are gone
+                    return addr  # re-reserving its own reservation
                 return book.reserve(length, addr if flags & MAP_FIXED else None)
             if flags & MAP_FIXED:
-                raise OSError(errno.EINVAL, "mmap: emulator limitation: anonymous read/write MAP_FIXED is not "
-                                            "emulated")
+                return self._map_fixed(addr, length)
             va = book.window.allocate(length)  # host memory (e.g. for USERPTR), zeroed
             book.anon[va] = page_align(length)
             return va
         except MemoryError_ as e:
             raise OSError(errno.ENOMEM, f"mmap: {e}")
+
+    def _map_fixed(self, addr: int, length: int) -> int:
+        """Anonymous read/write MAP_FIXED: zeroed private pages at `addr`, as mmap gives, replacing what the range
+        held. Inside the window only within the process's own reservations (the other pages are the emulator's)
+        and not over a BO's pages (the emulator keeps one copy of each page)."""
+        lo, hi = addr, addr + page_align(length)
+        if not self.book.is_reserved(lo, hi):
+            raise OSError(errno.EINVAL, f"mmap: anonymous MAP_FIXED at 0x{lo:x}+{hi - lo:#x}: emulator limitation: "
+                                        f"inside the emulator's VA window only within the process's own PROT_NONE "
+                                        f"reservations")
+        taken = self.backed.first_overlap(lo, hi)
+        if taken is not None:
+            raise OSError(errno.EINVAL, f"mmap: anonymous MAP_FIXED at 0x{lo:x}+{hi - lo:#x} over driver memory at "
+                                        f"0x{taken[0]:x}: emulator limitation: a BO's pages cannot be replaced")
+        self._drop_fixed(lo, hi)
+        self.book.window.back(lo, hi - lo)
+        self.book.fixed.add(lo, hi, None)
+        return lo
+
+    def _drop_fixed(self, lo: int, hi: int) -> None:
+        """Unmap the fixed anonymous maps in [lo, hi): wholly, or split around the range (as munmap splits)."""
+        window, live = self.book.window, self._live_userptr()
+        for a, b, _ in self.book.fixed.overlapping(lo, hi):
+            if _clip(live, a, b):  # a USERPTR BO still maps these pages on a GPU: they live until it is freed
+                self.book.fixed.remove(a)
+                self.book.deferred_fixed[a] = b
+                continue
+            kept = [(x, y, ctypes.string_at(x, y - x)) for x, y in ((a, min(b, lo)), (max(a, hi), b)) if y > x]
+            self.book.fixed.remove(a)
+            window.unback(a)
+            for x, y, data in kept:  # the parts outside the range stay mapped, with their bytes
+                window.back(x, y - x)
+                ctypes.memmove(x, data, y - x)
+                self.book.fixed.add(x, y, None)
 
     def bo_at_offset(self, dev: "ProcessDevice", offset: int, length: int) -> BufferObject:
         """The BO a render-node mmap offset names, checked against the mapping's length."""
@@ -540,6 +579,7 @@ class ProcessMemory:
             book.deferred_anon[lo] = size
             self.release_deferred_anon()
             return
+        self._drop_fixed(lo, hi)
         removed = book.unmap_reserved(lo, hi, self._owned_near(lo, hi))
         for rlo, rhi in removed:  # live BOs in the removed part now hold their pages themselves
             for _, _, bo in self.backed.overlapping(rlo, rhi):
@@ -547,10 +587,17 @@ class ProcessMemory:
                     bo.owns_reservation = True
         # Other ranges (BO and doorbell/event/MMIO CPU mappings) need no work: the memory stays for the GPU.
 
+    def _live_userptr(self) -> list[tuple[int, int]]:
+        return sorted((b.va, b.end) for t in self.on for b in t.bos.values() if b.kind == "userptr")
+
     def release_deferred_anon(self) -> None:
         """Release munmapped anonymous memory no live USERPTR BO points into any more."""
         book = self.book
-        live = [(b.va, b.end) for t in self.on for b in t.bos.values() if b.kind == "userptr"]
+        live = self._live_userptr()
+        for va, end in list(book.deferred_fixed.items()):
+            if not _clip(live, va, end):
+                del book.deferred_fixed[va]
+                book.window.unback(va)
         for va, size in list(book.deferred_anon.items()):
             if not _clip(live, va, va + size):
                 del book.deferred_anon[va]

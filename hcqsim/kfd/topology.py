@@ -27,7 +27,23 @@ NODE_FACTS = {
                    capability=746037888, capability2=0, debug_prop=1511, sdma_fw_version=22,
                    unique_id=4376936076086227261, mem_width=8192, mem_clk_max=1300),
 }
-CPU_CORES, CPU_CLOCK_MHZ, CPU_MEMORY = 16, 2400, 64 << 30  # the emulated host CPU node (fixed: deterministic)
+CPU_CORES, CPU_CLOCK_MHZ, CPU_MEMORY = 16, 2400, 64 << 30
+
+# GPU caches (kfd_crat.c kfd_fill_gpu_cache_info_from_gfx_config: one entry per group of `shared` CUs of a shader
+# array that has an active CU; "array" groups span a shader array, "xcc" an XCC's L2, "device" the whole part).
+# Sizes in KiB and line sizes from the parts' cache tables (gfx11 GC info: 32 KiB L0 per CU, 32/16 KiB SQC
+# instruction/scalar per WGP, 256 KiB GL1 per array, 6 MiB L2, 96 MiB Infinity Cache; gc_9_4_3: 16 KiB TCP per
+# CU, 64/16 KiB SQC per 2 CUs, 4 MiB L2 per XCC, 256 MiB MALL). caches_count follows from the CU layout below.
+# A real 7900 XTX reports 206 entries, as here; a real MI300X 626 (its harvesting pattern differs from ours).
+_DATA = k.HSA_CACHE_TYPE_DATA | k.HSA_CACHE_TYPE_HSACU
+_INST = k.HSA_CACHE_TYPE_INSTRUCTION | k.HSA_CACHE_TYPE_HSACU
+CACHE_FACTS = {  # (level, size KiB, line bytes, type, CUs sharing one: an int or "array" / "xcc" / "device")
+    "gfx1100": ((1, 32, 128, _DATA, 1), (1, 32, 64, _INST, 2), (1, 16, 64, _DATA, 2), (1, 256, 128, _DATA, "array"),
+                (2, 6144, 128, _DATA, "device"), (3, 98304, 64, _DATA, "device")),
+    "gfx942": ((1, 16, 64, _DATA, 1), (1, 64, 64, _INST, 2), (1, 16, 64, _DATA, 2), (2, 4096, 128, _DATA, "xcc"),
+               (3, 262144, 128, _DATA, "device")),
+}
+SIBLING_MAP_BITS = 32  # kfd prints each bit of the (here 4-byte) sibling map, comma-separated  # the emulated host CPU node (fixed: deterministic)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -55,11 +71,53 @@ def _link(node_from: int, node_to: int, kind: int, weight: int) -> str:
     return _props_text(k.IO_LINK_PROPERTY_KEYS, v)
 
 
+def active_cus(target: Target) -> list[list[int]]:
+    """Per shader array (all XCCs), the active CU slots. Parts with fewer CUs than slots (gfx942: 304 of 320)
+    lose the last slot of every other array, spread evenly (hcqsim's choice; real parts harvest per die)."""
+    arrays, slots = target.array_count, target.cu_per_simd_array
+    missing = arrays * slots - target.simd_count // target.simd_per_cu
+    step = arrays // missing if missing else 0
+    return [list(range(slots - 1 if step and a % step == step - 1 and a // step < missing else slots))
+            for a in range(arrays)]
+
+
+def gpu_caches(target: Target, simd_id_base: int) -> list[dict]:
+    """The cache entries of a GPU node, in kfd's order (each cache kind over the whole part, CU order)."""
+    per_array = active_cus(target)
+    arrays_per_xcc = target.array_count // target.num_xcc
+    first_cu, n = [], 0
+    for cus in per_array:
+        first_cu.append(n)
+        n += len(cus)
+    out = []
+    for level, size, line, kind, shared in CACHE_FACTS[target.name]:
+        groups: list[tuple[int, int]] = []  # (first CU id, CUs in the group)
+        if shared == "device":
+            groups = [(0, n)]
+        elif shared == "xcc":
+            for x in range(target.num_xcc):
+                a0 = x * arrays_per_xcc
+                groups.append((first_cu[a0], sum(len(c) for c in per_array[a0:a0 + arrays_per_xcc])))
+        else:  # groups of `shared` CU slots (or the whole array), kept where a CU of the group is active
+            width = target.cu_per_simd_array if shared == "array" else shared
+            for a, cus in enumerate(per_array):
+                for g in range(0, target.cu_per_simd_array, width):
+                    members = [c for c in cus if g <= c < g + width]
+                    if members:
+                        groups.append((first_cu[a] + cus.index(members[0]), len(members)))
+        for cu, count in groups:
+            sibling = ",".join("1" if i < min(count, SIBLING_MAP_BITS) else "0" for i in range(SIBLING_MAP_BITS))
+            out.append(dict(processor_id_low=simd_id_base + cu, level=level, size=size, cache_line_size=line,
+                            cache_lines_per_tag=1, association=16, latency=0, type=kind, sibling_map=sibling))
+    return out
+
+
 def gpu_node_properties(target: Target, index: int, num_gpus: int) -> dict:
     """The `properties` values of GPU node `index` (facts 2.2 keys, facts 2.5 values)."""
     f = NODE_FACTS[target.name]
     return dict(
-        cpu_cores_count=0, simd_count=target.simd_count, mem_banks_count=1, caches_count=0, io_links_count=1,
+        cpu_cores_count=0, simd_count=target.simd_count, mem_banks_count=1,
+        caches_count=len(gpu_caches(target, 0)), io_links_count=1,
         p2p_links_count=num_gpus - 1, cpu_core_id_base=0, simd_id_base=f["simd_id_base"] + index * 0x1000,
         max_waves_per_simd=target.max_waves_per_simd, lds_size_in_kb=target.lds_size_in_kb, gds_size_in_kb=0,
         num_gws=f["num_gws"], wave_front_size=target.wave_size, array_count=target.array_count,
@@ -109,6 +167,9 @@ def build_topology(target: Target, gpu_ids: list[int], vram_size: int,
                          width=facts["mem_width"], mem_clk_max=facts["mem_clk_max"])),
                      f"{d}/mem_banks/0/used_memory": (lambda i=i: f"{used(i)}\n"),
                      f"{d}/io_links/0/properties": _link(i + 1, 0, k.HSA_IOLINK_TYPE_PCIEXPRESS, 20)})
+        simd_id_base = gpu_node_properties(target, i, n)["simd_id_base"]
+        for c, cache in enumerate(gpu_caches(target, simd_id_base)):
+            tree[f"{d}/caches/{c}/properties"] = _props_text(k.CACHE_PROPERTY_KEYS, cache)
         xgmi = facts["hive_id"] != 0
         peers = [j for j in range(n) if j != i]
         for m, j in enumerate(peers):

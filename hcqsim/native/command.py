@@ -1,0 +1,40 @@
+"""`hcqsim run [--target gfx942] [--gpus N] [--stack debian13] [--log FILE] -- PROGRAM [ARGS...]`: an
+unmodified native ROCm program on an emulated machine (hcqsim.native.launch). The exit status is the program's;
+a stack that cannot be fetched, a missing program or interpreter exit 2 with a one-line reason."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .build import BuildError
+from .launch import LaunchError, prepare
+from .stacks import STACKS, StackUnavailable
+
+EXIT_USAGE = 2
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default="gfx1100", choices=["gfx1100", "gfx942"], help="emulated GPU target")
+    p.add_argument("--gpus", type=int, default=1, help="how many emulated GPUs")
+    p.add_argument("--stack", default="debian13", choices=sorted(STACKS), help="the pinned ROCm userspace")
+    p.add_argument("--log", metavar="FILE", help="append every device call that failed (with its errno) to FILE")
+    p.add_argument("--trace", action="store_true", help="log every device call, not only failures")
+    p.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
+
+
+def run(args: argparse.Namespace) -> int:
+    argv = list(args.program)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if args.gpus < 1:
+        print("hcqsim run: --gpus must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        cmd, env = prepare(argv, args.target, args.gpus, args.stack, args.log, args.trace)
+    except (StackUnavailable, LaunchError, BuildError) as e:
+        print(f"hcqsim run: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.flush()
+    os.execve(cmd[0], cmd, env)  # the program takes this process over: its exit status, signals, tty
+    return 0  # not reached

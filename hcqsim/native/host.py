@@ -1,0 +1,152 @@
+"""The host side of the interposer: the callbacks that put a native process's KFD calls on an EmulatedSystem.
+
+`NativeHost(system)` registers five ctypes callbacks (open, close, ioctl, mmap, munmap) with the interposer
+library, together with the emulator's VA window and the sysfs rewrites (`hcqsim.native.sysfs`). Every
+callback answers as the kernel would: a result, or -errno (the OSError's errno the emulated driver raised);
+an unexpected Python exception is printed and answered -EIO, so a bug in hcqsim never unwinds through
+native frames. Failed calls are remembered (`failures`) and, with `log=`, written one per line.
+
+`start_embedded()` is what the interposer runs inside an unmodified executable (HCQSIM_NATIVE_EMBED=1):
+it builds the system the launcher described in HCQSIM_NATIVE_* variables and registers it.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import sys
+import tempfile
+import threading
+import traceback
+from collections import Counter
+from typing import TYPE_CHECKING, TextIO
+
+from .. import kfd_uapi as k
+from . import sysfs
+
+if TYPE_CHECKING:
+    from ..kfd import EmulatedSystem
+
+OPEN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p)
+CLOSE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)
+IOCTL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
+MMAP = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                        ctypes.c_int64)
+MUNMAP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64)
+
+
+class HostStruct(ctypes.Structure):
+    """struct hcq_host of interposer.c."""
+
+    _fields_ = [("open", OPEN), ("close", CLOSE), ("ioctl", IOCTL), ("mmap", MMAP), ("munmap", MUNMAP),
+                ("window_base", ctypes.c_uint64), ("window_size", ctypes.c_uint64), ("redirects", ctypes.c_char_p)]
+
+
+def request_name(request: int) -> str:
+    """AMDKFD_IOC_<NAME>, DRM_IOCTL_<nr> or the number, for logs."""
+    _dir, kind, nr, _size = k.ioc_decode(request)
+    if kind == k.AMDKFD_IOCTL_BASE and nr in k.IOCTLS_BY_NR:
+        return f"AMDKFD_IOC_{k.IOCTLS_BY_NR[nr].name}"
+    if kind == ord("d"):
+        return f"DRM_IOCTL nr 0x{nr:02x}"
+    return f"ioctl 0x{request:08x}"
+
+
+class NativeHost:
+    """Routes one native process's device calls to `system` (an EmulatedSystem, free-running for native code)."""
+
+    def __init__(self, system: "EmulatedSystem", library: str | os.PathLike, log: TextIO | None = None,
+                 trace: bool = False):
+        self.system, self.log, self.trace = system, log, trace
+        self.failures: list[str] = []
+        self.calls: Counter = Counter()
+        self._lock = threading.Lock()
+        self.sysfs_root = tempfile.mkdtemp(prefix="hcqsim-sysfs-")
+        rewrites = sysfs.export(system, self.sysfs_root)
+        self._callbacks = (OPEN(self._open), CLOSE(self._close), IOCTL(self._ioctl), MMAP(self._mmap),
+                           MUNMAP(self._munmap))
+        self._redirects = "".join(f"{a}={b}\n" for a, b in rewrites).encode()
+        self.struct = HostStruct(*self._callbacks, system.window.base, system.window.size, self._redirects)
+        self.lib = ctypes.CDLL(str(library))
+        self.lib.hcq_register(ctypes.byref(self.struct))
+
+    # -- bookkeeping ---------------------------------------------------------------------------------
+
+    def _failed(self, what: str, e: OSError) -> int:
+        err = e.errno or errno.EIO
+        line = f"{what} -> {errno.errorcode.get(err, err)}: {e.strerror or e}"
+        with self._lock:
+            self.failures.append(line)
+        if self.log is not None:
+            print(f"hcqsim native: {line}", file=self.log, flush=True)
+        return -err
+
+    def _crashed(self, what: str) -> int:
+        text = traceback.format_exc()
+        with self._lock:
+            self.failures.append(f"{what} -> EIO: hcqsim error: {text.strip().splitlines()[-1]}")
+        print(f"hcqsim native: {what} raised inside hcqsim (answered EIO):\n{text}", file=sys.stderr, flush=True)
+        return -errno.EIO
+
+    def _call(self, what: str, kind: str, fn):
+        self.calls[kind] += 1
+        if self.trace:
+            print(f"hcqsim native: {what}", file=self.log or sys.stderr, flush=True)
+        try:
+            return fn()
+        except OSError as e:
+            return self._failed(what, e)
+        except Exception:  # noqa: BLE001 - never unwind through the native caller's frames
+            return self._crashed(what)
+
+    # -- the callbacks -------------------------------------------------------------------------------
+
+    def _open(self, path: bytes) -> int:
+        p = path.decode(errors="replace")
+        return self._call(f"open {p}", "open", lambda: self.system.os.open(p))
+
+    def _close(self, fd: int) -> int:
+        def close() -> int:
+            self.system.os.close(fd)
+            return 0
+        return self._call(f"close {fd}", "close", close)
+
+    def _ioctl(self, fd: int, request: int, arg: int | None) -> int:
+        def ioctl() -> int:
+            self.system.os.ioctl(fd, request, arg or 0)
+            return 0
+        return self._call(f"{request_name(request)} (fd {fd})", "ioctl", ioctl)
+
+    def _mmap(self, addr: int, length: int, prot: int, flags: int, fd: int, offset: int) -> int:
+        offset &= (1 << 64) - 1  # KFD offsets use the top bits (type << 62)
+        what = f"mmap 0x{addr:x}+{length:#x} prot {prot} flags {flags:#x} fd {fd} offset 0x{offset:x}"
+        return self._call(what, "mmap", lambda: self.system.os.mmap(addr, length, prot, flags, fd, offset))
+
+    def _munmap(self, addr: int, length: int) -> int:
+        def munmap() -> int:
+            self.system.os.munmap(addr, length)
+            return 0
+        return self._call(f"munmap 0x{addr:x}+{length:#x}", "munmap", munmap)
+
+    def close(self) -> None:
+        """Unregister (later calls pass through to the real kernel) and remove the sysfs copy."""
+        import shutil
+        self.lib.hcq_unregister()
+        shutil.rmtree(self.sysfs_root, ignore_errors=True)
+
+
+_embedded: NativeHost | None = None
+
+
+def start_embedded() -> NativeHost:
+    """Inside a native executable: build the system HCQSIM_NATIVE_TARGET / _GPUS describe and register it."""
+    global _embedded
+    from ..kfd import EmulatedSystem
+
+    env = os.environ
+    system = EmulatedSystem(num_gpus=int(env.get("HCQSIM_NATIVE_GPUS", "1")),
+                            target=env.get("HCQSIM_NATIVE_TARGET", "gfx1100"), free_running=True)
+    log_path = env.get("HCQSIM_NATIVE_LOG")
+    log = open(log_path, "a", buffering=1) if log_path else None  # noqa: SIM115 - lives as long as the process
+    _embedded = NativeHost(system, env["HCQSIM_NATIVE_LIB"], log=log, trace=env.get("HCQSIM_NATIVE_TRACE") == "1")
+    return _embedded

@@ -1,0 +1,198 @@
+"""Pinned native ROCm userspace stacks, fetched from the package registries and cached.
+
+A stack is a list of Debian packages at exact versions with their sha256 (NATIVE_ROCM_FACTS section 1). `fetch`
+downloads them with `apt-get download` through a private apt configuration (its own sources list, package
+lists and cache under the cache directory: the system's apt sources and state are never read or changed),
+checks every checksum, and unpacks them with `dpkg-deb -x` into `<cache>/rocm/<stack>/root` (no install).
+Programs run through the stack's own dynamic loader (`ld-linux-x86-64.so.2 --library-path ...`), because
+Debian 13's libraries need a newer glibc than the host's.
+
+A stack that cannot be fetched raises `StackUnavailable` with a one-line reason (tests fail with it; they
+never skip silently).
+
+    python -m hcqsim.native.stacks fetch [debian13]      # prints the stack's root
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .build import cache_dir
+
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+MULTIARCH = "usr/lib/x86_64-linux-gnu"
+
+
+class StackUnavailable(RuntimeError):
+    """The stack could not be fetched or unpacked (one line: why)."""
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    sha256: str
+    arch: str = "amd64"
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}_{self.version.replace(':', '%3a')}_{self.arch}.deb"
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    suite: str  # the Debian suite the packages come from
+    packages: tuple[Package, ...]
+    description: str
+
+    @property
+    def key(self) -> str:
+        """Changes whenever a pin changes, so a cached root always matches the pins."""
+        text = "\n".join(f"{p.name} {p.version} {p.sha256}" for p in self.packages)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# Debian 13 (trixie): ROCr 6.1.2, thunk 6.2.4, rocminfo 6.1.2; knows gfx1100 and gfx942. glibc 2.41 rides along
+# (the libraries need >= 2.38) and runs the programs through its own ld.so.
+DEBIAN13 = Stack("debian13", "trixie", (
+    Package("rocminfo", "6.1.2-2", "db9f196d4ca4a523132a36805668ef82ab76cc2b850e748b3aa04e67465aa90e"),
+    Package("libhsa-runtime64-1", "6.1.2-3", "5633b84b2f6527b19d70db064cfbbaf37b426f3a1a826316de115c8acb8c196d"),
+    Package("libhsakmt1", "6.2.4+ds-1", "1fd49134be5a29e0b978d230ffda6b419421e1237dac77e86131dba9f2037147"),
+    Package("libdrm2", "2.4.124-2", "fe2276901c7cd7b8079de63072d37fe1cbeb4eb001a3bc1f1d662ad89aa0890e"),
+    Package("libdrm-amdgpu1", "2.4.124-2", "c1d97a5e32e2bc68e833b8abeae026b6306198e87ee4396a7ffecd4779caefbf"),
+    Package("libdrm-common", "2.4.124-2", "9a8a6c65c165e9964f106fb4ac710959b5d33e0790227e3ab6b27c4742d1254a", "all"),
+    Package("libnuma1", "2.0.19-1", "e578583f73f8208564e5035b18aa729c441fc7ecb389c666923552e123f4d655"),
+    Package("libelf1t64", "0.192-4", "94497b7e17b6f574a0605b380d454e20d3f01a9c63b70c2a2263f679d30053e1"),
+    Package("libzstd1", "1.5.7+dfsg-1", "2f6a2aeacfc925eba8b00ac9139bc4bfccf8cacb09eb93de067074b26948eef9"),
+    Package("zlib1g", "1:1.3.dfsg+really1.3.1-1+deb13u1",
+            "8c27c342230503b73dfde629642c3b352e87b554e06d60cf58772f236a305ceb"),
+    Package("libc6", "2.41-12+deb13u5", "b59b0625cd1a791375d40dab23a4d5d3d0641e3d0a773501becdc3725b7f99cf"),
+    Package("libgcc-s1", "14.2.0-19", "3c71917b490d1a17aed43196a2787a256ecf060526cdb20216a74bedc061b150"),
+    Package("libstdc++6", "14.2.0-19", "ab1fa05837aa7a92aae748fd07a18a35f7d18bb4a71c4724fe2bbf0e32089de0"),
+), "Debian 13: rocminfo 6.1.2, ROCr 6.1.2, libhsakmt 6.2.4 (gfx1100, gfx942)")
+
+STACKS = {s.name: s for s in (DEBIAN13,)}
+
+
+def stack_dir(stack: Stack) -> Path:
+    return cache_dir() / "rocm" / f"{stack.name}-{stack.key}"
+
+
+class Unpacked:
+    """A fetched stack on disk: where its programs, libraries and loader are."""
+
+    def __init__(self, stack: Stack, root: Path):
+        self.stack, self.root = stack, root
+
+    @property
+    def loader(self) -> Path:
+        return self.root / MULTIARCH / "ld-linux-x86-64.so.2"
+
+    @property
+    def library_path(self) -> str:
+        return os.pathsep.join(str(self.root / d) for d in (MULTIARCH, "usr/lib", "lib"))
+
+    def program(self, name: str) -> Path | None:
+        """`name` among the stack's programs (usr/bin), else None."""
+        p = self.root / "usr/bin" / name
+        return p if p.is_file() else None
+
+    def redirects(self) -> list[tuple[str, str]]:
+        """Data paths compiled into the stack's libraries, pointed at the unpacked copies."""
+        return [("/usr/share/libdrm", str(self.root / "usr/share/libdrm"))]
+
+
+def _apt_options(work: Path, suite: str) -> list[str]:
+    sources = work / "sources"
+    sources.mkdir(parents=True, exist_ok=True)
+    (sources / f"{suite}.sources").write_text(
+        f"Types: deb\nURIs: http://deb.debian.org/debian\nSuites: {suite}\nComponents: main\n"
+        f"Signed-By: {DEBIAN_KEYRING}\n")
+    for d in ("lists/partial", "cache/archives/partial"):
+        (work / d).mkdir(parents=True, exist_ok=True)
+    return ["-o", "Dir::Etc::SourceList=/dev/null", "-o", f"Dir::Etc::SourceParts={sources}",
+            "-o", f"Dir::State::Lists={work / 'lists'}", "-o", f"Dir::Cache={work / 'cache'}",
+            "-o", "Dir::State::status=/dev/null", "-o", "APT::Architecture=amd64",
+            "-o", "APT::Sandbox::User=root", "-q"]
+
+
+def _run(cmd: list[str], cwd: Path, what: str) -> None:
+    try:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise StackUnavailable(f"{what}: {e}") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise StackUnavailable(f"{what}: exit {done.returncode}: {last[0]}")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _download(stack: Stack, debs: Path) -> None:
+    missing = [p for p in stack.packages if not (debs / p.filename).exists() or _sha256(debs / p.filename) != p.sha256]
+    if not missing:
+        return
+    if not shutil.which("apt-get") or not shutil.which("dpkg-deb"):
+        raise StackUnavailable(f"stack {stack.name}: needs apt-get and dpkg-deb (a Debian-family machine)")
+    work = debs.parent / "apt"
+    options = _apt_options(work, stack.suite)
+    _run(["apt-get", *options, "update"], work, f"stack {stack.name}: apt-get update ({stack.suite})")
+    _run(["apt-get", *options, "download", *(f"{p.name}={p.version}" for p in missing)], debs,
+         f"stack {stack.name}: apt-get download")
+    for p in missing:
+        if not (debs / p.filename).exists():
+            raise StackUnavailable(f"stack {stack.name}: {p.filename} was not downloaded")
+        got = _sha256(debs / p.filename)
+        if got != p.sha256:
+            (debs / p.filename).unlink()
+            raise StackUnavailable(f"stack {stack.name}: {p.filename} has sha256 {got}, pinned {p.sha256}")
+
+
+def fetch(name: str = "debian13") -> Unpacked:
+    """The stack `name`, downloaded, checked and unpacked (once; later calls reuse the cache)."""
+    stack = STACKS.get(name)
+    if stack is None:
+        raise StackUnavailable(f"no stack {name!r} (known: {', '.join(STACKS)})")
+    top = stack_dir(stack)
+    root = top / "root"
+    if (top / "complete").exists():
+        return Unpacked(stack, root)
+    debs = top / "debs"
+    debs.mkdir(parents=True, exist_ok=True)
+    _download(stack, debs)
+    tmp = top / f"root.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for p in stack.packages:
+        _run(["dpkg-deb", "-x", str(debs / p.filename), str(tmp)], top, f"stack {stack.name}: unpack {p.filename}")
+    shutil.rmtree(root, ignore_errors=True)
+    os.replace(tmp, root)
+    (top / "complete").write_text(stack.description + "\n")
+    return Unpacked(stack, root)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 1 or argv[0] != "fetch":
+        print("usage: python -m hcqsim.native.stacks fetch [STACK]", file=sys.stderr)
+        return 2
+    try:
+        print(fetch(*argv[1:2]).root)
+    except StackUnavailable as e:
+        print(f"hcqsim: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
