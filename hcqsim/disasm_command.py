@@ -197,23 +197,46 @@ def _listing(args) -> str:
     if args.kind == "code-object":
         return _code_object(args)
     data = input_bytes(args)
+    if args.kind in ("pm4", "sdma"):
+        return _packets(args, data)
+    from .shader.disasm import listing, objdump_line
+    arch = args.arch or "gfx1100"
+    lines = listing(data, arch)
+    if args.json:
+        return _json({"kind": "isa", "arch": arch, "instructions": [ln.as_json() for ln in lines]})
+    return "\n".join(objdump_line(ln) if args.encodings else ln.text for ln in lines)
+
+
+def _packets(args, data: bytes) -> str:
     if args.kind == "pm4":
         from . import pm4
-        return pm4.disassemble(data, args.family)
-    if args.kind == "sdma":
-        from . import sdma
+        packets, rest = pm4.decode_stream(data, args.family)
+        head = {"kind": "pm4", "family": args.family}
+        trailing = pm4.trailing_line
+    else:
+        from . import pm4, sdma
         try:
             version = sdma.version_name(args.sdma_version)
         except ValueError as e:
             raise UsageError(str(e)) from None
-        return sdma.disassemble(data, version)
-    from .shader import disassemble
-    return disassemble(data, args.arch or "gfx1100", annotate=args.encodings)
+        packets, rest = sdma.decode_stream(data, version)
+        head = {"kind": "sdma", "version": version}
+        trailing = pm4.trailing_line
+    if args.json:
+        return _json({**head, "packets": [p.as_json() for p in packets], "trailing_bytes": list(rest)})
+    lines = [f"{p.offset:06x}: {p.text}" for p in packets]
+    if rest:
+        lines.append(trailing(len(data) - len(rest), rest))
+    return "\n".join(lines)
+
+
+def _json(doc) -> str:
+    return json.dumps(doc, indent=1, sort_keys=True)
 
 
 def _code_object(args) -> str:
     from .codeobject import CodeObject
-    from .shader import disassemble
+    from .shader.disasm import listing, objdump_line
     if args.words:
         raise UsageError("code-object reads an ELF file: --file FILE (or --file - for stdin), not words")
     if not args.file:
@@ -226,8 +249,13 @@ def _code_object(args) -> str:
     arch = args.arch or MACH_TARGETS.get(co.mach)
     if arch is None:
         raise InputError(f"{source}: unknown EF_AMDGPU_MACH 0x{co.mach:x}; give --arch")
+    kernels = [(k, listing(k.code, arch)) for k in co.kernels]
+    if args.json:
+        return _json({"kind": "code-object", "arch": arch, "kernels": [
+            {"name": k.name, "code_offset": k.code_offset, "size": len(k.code),
+             "instructions": [ln.as_json(k.code_offset) for ln in lines]} for k, lines in kernels]})
     out = []
-    for k in co.kernels:
+    for k, lines in kernels:
         out.append(f"{k.name}:  ; {arch}, code at image offset 0x{k.code_offset:x}, {len(k.code)} bytes")
-        out.append(disassemble(k.code, arch, annotate=args.encodings))
+        out += [objdump_line(ln, k.code_offset) if args.encodings else ln.text for ln in lines]
     return "\n".join(out)

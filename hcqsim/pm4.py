@@ -10,12 +10,12 @@ This module is shared by the runtime and the emulator, so it imports neither.
 from __future__ import annotations
 
 import struct
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from .atomics import OP_NAMES as ATOMIC_OP_NAMES
 from .compare import NAMES as COMPARE_NAMES
 from .fields import F, PacketFormat
-from .registers import SH_BASE, UCONFIG_BASE
+from .registers import SH_BASE, UCONFIG_BASE, register_writes
 
 # ---------------------------------------------------------------------------------------------------
 # header (HARDWARE_FACTS 3.1) and opcodes (3.2)
@@ -111,10 +111,34 @@ HINTS = {"type", "count", "opcode", "shader_type", "predicate", "cache_policy", 
          "gl2_wb", "gli_inv", "gl1_range", "glk_wb", "glk_inv", "seq", "range_is_pa"}
 
 
-def _fmt(name: str, fields: tuple, size: int | None = None, **kw) -> PacketFormat:
+@dataclass(eq=False)
+class RegisterWrites(PacketFormat):
+    """SET_SH_REG and its kind: the payload is the values of consecutive registers from the packet's base +
+    REG_OFFSET, printed by register name (`COMPUTE_PGM_LO=0x00001000`) in listings, faults and traces."""
+
+    family: str = "gfx11"
+    shown: int = 32  # values printed before `...(+N)`
+
+    def format(self, values, *, canon=None, skip=()) -> str:
+        regs = values.get(self.payload) or []
+        text = super().format({k: v for k, v in values.items() if k != self.payload}, canon=canon, skip=skip)
+        if not regs or "reg_offset" not in values:
+            return text
+        named = register_writes(self.name, values["reg_offset"], regs[:self.shown], self.family)
+        more = f" ...(+{len(regs) - self.shown})" if len(regs) > self.shown else ""
+        return text + "".join(f" {label}=0x{v:08x}" for _, label, v in named) + more
+
+
+def _fmt(name: str, fields: tuple, size: int | None = None, cls=PacketFormat, **kw) -> PacketFormat:
     fields = tuple(replace(f, hint=True) if f.name in HINTS or f.name.endswith("_action_ena") else f
                    for f in HEADER + tuple(fields))
-    return PacketFormat(name, OP[name], fields, size=size, **kw)
+    return cls(name, OP[name], fields, size=size, **kw)
+
+
+def _register_writes(name: str, family: str, *extra) -> PacketFormat:
+    """SET_*_REG: REG_OFFSET[15:0] in dw1 (SET_SH_REG adds VMID_SHIFT and INDEX), values from dw2 (facts 3.3)."""
+    return _fmt(name, (F("reg_offset", 1, 15, 0),) + extra + (F("index", 1, 31, 28),), cls=RegisterWrites,
+                family=family, payload="values", payload_dw=2)
 
 
 def _addr(name: str, dw: int) -> object:
@@ -137,9 +161,6 @@ _COMMON = [
                              F("cache_policy", 3, 29, 28, enum=CACHE_POLICY), F("priv", 3, 31)), size=4),
     _fmt("EVENT_WRITE", (F("event_type", 1, 5, 0, enum=EVENT_TYPES), F("event_index", 1, 11, 8, enum=EVENT_INDEX),
                          F("offload_enable", 1, 31)), payload="address", payload_dw=2),
-    _fmt("SET_SH_REG", (F("reg_offset", 1, 15, 0), F("vmid_shift", 1, 27, 23), F("index", 1, 31, 28)),
-         payload="values", payload_dw=2),
-    _fmt("SET_UCONFIG_REG", (F("reg_offset", 1, 15, 0), F("index", 1, 31, 28)), payload="values", payload_dw=2),
     _fmt("COPY_DATA", (F("src_sel", 1, 3, 0, enum=COPY_SRC, strict=True), F("dst_sel", 1, 11, 8, enum=COPY_DST,
                                                                               strict=True),
                        F("src_cache_policy", 1, 14, 13, enum=CACHE_POLICY), F("count_sel", 1, 16),
@@ -198,10 +219,21 @@ _GFX9 = [
          size=7),
 ]
 
+def _register_packets(family: str) -> list[PacketFormat]:
+    return [_register_writes("SET_SH_REG", family, F("vmid_shift", 1, 27, 23)),
+            _register_writes("SET_UCONFIG_REG", family)]
+
+
 FORMATS: dict[str, dict[int, PacketFormat]] = {
-    "gfx11": {f.opcode: f for f in _COMMON + _GFX11},
-    "gfx9": {f.opcode: f for f in _COMMON + _GFX9},
+    "gfx11": {f.opcode: f for f in _COMMON + _GFX11 + _register_packets("gfx11")},
+    "gfx9": {f.opcode: f for f in _COMMON + _GFX9 + _register_packets("gfx9")},
 }
+# What listings decode besides what a compute queue executes: the register writes of graphics rings (same
+# layout, facts 3.3), so a captured gfx stream reads with register names too. The engines use FORMATS only.
+LISTING_FORMATS: dict[str, dict[int, PacketFormat]] = {
+    family: {**fmts, **{f.opcode: f for f in (_register_writes("SET_CONFIG_REG", family),
+                                               _register_writes("SET_CONTEXT_REG", family))}}
+    for family, fmts in FORMATS.items()}
 
 
 def formats(family: str = "gfx11") -> dict[int, PacketFormat]:
@@ -316,28 +348,97 @@ def packet_size(hdr: int) -> int:
     return count + 2
 
 
-def describe(dws, family: str = "gfx11", canon=None) -> str:
-    """One line for one packet's dwords (UMR style)."""
+@dataclass
+class DecodedPacket:
+    """One packet of a listing: what its dwords say, and what they do not (a cut stream, a short count).
+
+    `fields` holds only fields whose dwords are all present; `missing` names the others. Nothing is invented:
+    a truncated packet is never shown with zero fields."""
+
+    offset: int  # byte offset in the stream
+    dwords: list[int]  # the dwords present
+    size: int  # dwords the header says the packet has
+    name: str | None = None  # None: a header this family does not decode (see `text`)
+    fields: dict = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+    registers: list[tuple[int, str, int]] = field(default_factory=list)  # SET_*_REG: (address, name, value)
+    error: str | None = None  # why the packet could not be decoded
+    text: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.dwords) < self.size
+
+    def as_json(self) -> dict:
+        return {"offset": self.offset, "dwords": list(self.dwords), "size": self.size, "name": self.name,
+                "fields": dict(self.fields), "missing": list(self.missing), "truncated": self.truncated,
+                "registers": [{"address": a, "name": n, "value": v} for a, n, v in self.registers],
+                "error": self.error, "text": self.text}
+
+
+def field_span(f) -> int:
+    """How many dwords from the packet start a field needs."""
+    return f.dw + (2 if f.hi > 31 else 1)
+
+
+def present_fields(fmt: PacketFormat, dws, size: int) -> tuple[dict, tuple[str, ...]]:
+    """(values of the fields wholly inside the first min(len(dws), size) dwords, names of the others). A payload
+    is the dwords present after its start; it is missing only when the packet has some and none are present."""
+    have = min(len(dws), size)
+    padded = list(dws[:have]) + [0] * max(0, fmt.min_dwords - have)
+    decoded = fmt.decode(padded, check=False)
+    values = {f.name: decoded[f.name] for f in fmt.fields if field_span(f) <= have}
+    missing = [f.name for f in fmt.fields if field_span(f) > have]
+    if fmt.payload:
+        if have > fmt.payload_dw or size <= fmt.payload_dw:
+            values[fmt.payload] = list(dws[fmt.payload_dw:have])
+        else:
+            missing.append(fmt.payload)
+    return values, tuple(missing)
+
+
+def decode_packet(dws, family: str = "gfx11", canon=None, offset: int = 0) -> DecodedPacket:
+    """The packet starting at `dws[0]`, from the dwords present (fewer than its size when the stream is cut)."""
+    dws = list(dws)
     hdr = dws[0]
     if hdr >> 30 != TYPE3:
-        return f"type-{hdr >> 30} packet 0x{hdr:08x}"
-    op = (hdr >> 8) & 0xFF
-    fmt = formats(family).get(op)
+        return DecodedPacket(offset, dws[:1], 1, error=TYPE_NAMES[hdr >> 30],
+                             text=f"type-{hdr >> 30} packet 0x{hdr:08x}")
+    op, count, size = (hdr >> 8) & 0xFF, (hdr >> 16) & COUNT_MAX, packet_size(hdr)
+    present = dws[:size]
+    formats(family)  # ValueError for an unknown family
+    fmt = LISTING_FORMATS[family].get(op)
     if fmt is None:
         name = OPCODES.get(op, f"UNKNOWN_OPCODE_0x{op:02x}")
-        return f"{name} count={(hdr >> 16) & COUNT_MAX} body=[{' '.join(f'0x{d:08x}' for d in dws[1:9])}]"
-    size, count = packet_size(hdr), (hdr >> 16) & COUNT_MAX
+        text = f"{name} count={count} body=[{' '.join(f'0x{d:08x}' for d in present[1:9])}]"
+        return DecodedPacket(offset, present, size, name=name, fields={"count": count},
+                             error="layout not modelled", text=text + _cut_note(present, size, ()))
     if fmt.size is None and size < fmt.min_dwords:  # the count leaves no room for the fields: nothing to decode
-        return raw_line(dws, f"{fmt.name} header count {count} makes {size} dwords, its fields need "
-                             f"{fmt.min_dwords}")
-    need = max(size, fmt.size or 0)
-    if len(dws) < need:  # a truncated packet, or a header count too small for the format, still prints
-        dws = list(dws) + [0] * (need - len(dws))
-    values = fmt.decode(dws, check=False)
+        why = f"{fmt.name} header count {count} makes {size} dwords, its fields need {fmt.min_dwords}"
+        return DecodedPacket(offset, present, size, name=fmt.name, error=why, text=raw_line(present, why))
+    values, missing = present_fields(fmt, present, size)
+    by_count = tuple(f.name for f in fmt.fields if field_span(f) > size)  # never in the packet, whatever follows
     text = fmt.format(values, canon=canon, skip=("type", "opcode"))
-    if fmt.size and size < fmt.size:  # say which values were never in the packet
-        text += f"  (header count {count} makes {size} dwords of {fmt.size}: fields past dword {size - 1} shown as 0)"
-    return text
+    if by_count:
+        text += f"  (header count {count} makes {size} dwords of {fmt.size}: {', '.join(by_count)} not in the packet)"
+    text += _cut_note(present, size, tuple(m for m in missing if m not in by_count))
+    regs = []
+    if isinstance(fmt, RegisterWrites) and "reg_offset" in values:
+        regs = register_writes(fmt.name, values["reg_offset"], values.get(fmt.payload, []), family)
+    return DecodedPacket(offset, present, size, name=fmt.name, fields=values, missing=missing, registers=regs,
+                         text=text)
+
+
+def _cut_note(present, size: int, missing: tuple[str, ...]) -> str:
+    if len(present) >= size:
+        return ""
+    lost = f"; missing {', '.join(missing)}" if missing else ""
+    return f"  (truncated: {len(present)} of {size} dwords{lost})"
+
+
+def describe(dws, family: str = "gfx11", canon=None) -> str:
+    """One line for one packet's dwords (UMR style); a cut packet shows what is present and says what is not."""
+    return decode_packet(dws, family, canon).text
 
 
 def raw_line(dws, why: str) -> str:
@@ -359,23 +460,30 @@ def trailing_line(offset: int, rest: bytes) -> str:
            f"byte{'s' if len(rest) > 1 else ''}, not a whole dword"
 
 
-def disassemble(data, family: str = "gfx11") -> str:
-    """One line per packet: `offset: NAME field=value ...` (offsets in bytes). Never raises on the bytes: what
-    cannot be decoded prints as a `.long` line saying why."""
+def decode_stream(data, family: str = "gfx11") -> tuple[list[DecodedPacket], bytes]:
+    """(every packet of a stream, trailing bytes short of a dword). Never raises on the bytes: a packet that
+    cannot be decoded is a DecodedPacket with `error` set and a `.long` text."""
+    formats(family)  # an unknown family is the caller's error, not the stream's
     dws, rest = split_dwords(data)
-    lines, i = [], 0
+    packets, i = [], 0
     while i < len(dws):
         hdr = dws[i]
         n = packet_size(hdr) if hdr >> 30 == TYPE3 else 1
         chunk = dws[i:i + n]
         try:
-            text = describe(chunk, family)
+            packets.append(decode_packet(chunk, family, offset=4 * i))
         except Exception as e:  # a listing shows every dword, decoded or not
-            text = raw_line(chunk, f"{type(e).__name__}: {e}")
-        if len(chunk) < n:
-            text += f"  (truncated: {n} dwords expected, {len(chunk)} present)"
-        lines.append(f"{4 * i:06x}: {text}")
+            why = f"{type(e).__name__}: {e}"
+            packets.append(DecodedPacket(4 * i, chunk, n, error=why, text=raw_line(chunk, why)))
         i += n
+    return packets, rest
+
+
+def disassemble(data, family: str = "gfx11") -> str:
+    """One line per packet: `offset: NAME field=value ...` (offsets in bytes; SET_*_REG values by register name).
+    Never raises on the bytes: what cannot be decoded prints as a `.long` line saying why, a cut packet says so."""
+    packets, rest = decode_stream(data, family)
+    lines = [f"{p.offset:06x}: {p.text}" for p in packets]
     if rest:
-        lines.append(trailing_line(4 * len(dws), rest))
+        lines.append(trailing_line(len(data) - len(rest), rest))
     return "\n".join(lines)

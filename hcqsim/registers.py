@@ -36,6 +36,38 @@ REG_NAMES = {v: k for k, v in REGS.items()}
 RSRC3_REG = {"gfx11": 0x2E28, "gfx9": 0x2E2D}
 
 
+# Register ranges each SET_*_REG packet writes (HARDWARE_FACTS 3.2-3.3): packet name -> (base, end).
+CONFIG_BASE, CONFIG_END = 0x2000, 0x2C00
+CONTEXT_BASE, CONTEXT_END = 0xA000, 0xA400
+REGISTER_RANGES = {"SET_SH_REG": (SH_BASE, SH_END), "SET_UCONFIG_REG": (UCONFIG_BASE, UCONFIG_END),
+                   "SET_CONFIG_REG": (CONFIG_BASE, CONFIG_END), "SET_CONTEXT_REG": (CONTEXT_BASE, CONTEXT_END)}
+
+# Registers at different addresses per generation (facts 4.1), and ones the CP manages that a listing may show.
+_FAMILY_NAMES = {
+    "gfx11": {0x2E28: "COMPUTE_PGM_RSRC3", 0x2E2A: "COMPUTE_SHADER_CHKSUM",
+              **{0x2E2B + i: f"COMPUTE_STATIC_THREAD_MGMT_SE{4 + i}" for i in range(4)}},
+    "gfx9": {0x2E2D: "COMPUTE_PGM_RSRC3", 0x2E2C: "COMPUTE_SHADER_CHKSUM"},
+}
+_LISTING_NAMES = {0x2E0E: "COMPUTE_DISPATCH_PKT_ADDR_LO", 0x2E0F: "COMPUTE_DISPATCH_PKT_ADDR_HI"}
+
+
+def register_name(addr: int, family: str = "gfx11") -> str | None:
+    """The name of the register at absolute dword address `addr` on `family` (gfx11 or gfx9), None if unknown."""
+    return _FAMILY_NAMES.get(family, {}).get(addr) or REG_NAMES.get(addr) or _LISTING_NAMES.get(addr)
+
+
+def register_label(addr: int, family: str = "gfx11") -> str:
+    """A register as a listing shows it: its name, or `reg_0x2e30` for an address the tables do not name."""
+    return register_name(addr, family) or f"reg_0x{addr:x}"
+
+
+def register_writes(packet: str, reg_offset: int, values, family: str = "gfx11") -> list[tuple[int, str, int]]:
+    """(absolute address, label, value) of each register a SET_*_REG packet writes: `values` go to consecutive
+    registers from the packet's base + `reg_offset`. KeyError for a packet that writes no register range."""
+    base = REGISTER_RANGES[packet][0]
+    return [(base + reg_offset + i, register_label(base + reg_offset + i, family), v) for i, v in enumerate(values)]
+
+
 def reg_name(addr: int, rsrc3: int | None = None) -> str:
     """The register's name, or `reg 0x...` for one the table does not know."""
     if addr == rsrc3:

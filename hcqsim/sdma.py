@@ -30,7 +30,7 @@ from .atomics import OP_NAMES as ATOMIC_OP_NAMES
 from .compare import NAMES as COMPARE_NAMES
 from .errors import DecodeError, UnsupportedError
 from .fields import F, Field, PacketFormat
-from .pm4 import GCR_CNTL_FIELDS, raw_line, split_dwords, trailing_line
+from .pm4 import GCR_CNTL_FIELDS, DecodedPacket, present_fields, raw_line, split_dwords, trailing_line
 
 VERSIONS = ("sdma6", "sdma5", "sdma4")
 
@@ -411,8 +411,10 @@ def _dwords(data) -> list[int]:
     return [int(d) & 0xFFFFFFFF for d in data]
 
 
-def describe(dws, version="sdma6", canon: Callable[[int], int] | None = None) -> str:
-    """One line for one packet's dwords (UMR style); a short packet is shown as far as it goes."""
+def decode_packet(dws, version="sdma6", canon: Callable[[int], int] | None = None,
+                  offset: int = 0) -> DecodedPacket:
+    """The packet starting at `dws[0]`, from the dwords present; a cut packet keeps only the fields wholly
+    present and names the rest (`missing`), never shown as zeros."""
     version = version_name(version)
     dws = _dwords(dws)
     hdr = dws[0]
@@ -422,42 +424,59 @@ def describe(dws, version="sdma6", canon: Callable[[int], int] | None = None) ->
         name = packet_name(op, sub, version)
         label = name if name else f"UNKNOWN op=0x{op:02x} sub_op=0x{sub:02x}"
         note = "layout not modelled" if name else f"not an {version} packet"
-        return f"{label} header=0x{hdr:08x} ({note})"
+        return DecodedPacket(offset, dws[:1], 0, name=name, error=note, text=f"{label} header=0x{hdr:08x} ({note})")
     total = packet_size(fmt, dws) if len(dws) >= size_prefix(fmt) else None
     body = dws[:total] if total else dws
-    span = max(f.dw + (2 if f.hi > 31 else 1) for f in fmt.fields)  # dwords the fields need to decode
-    values = fmt.decode(body + [0] * (span - len(body)), check=False)
+    values, missing = present_fields(fmt, body, total or len(body) + 1)
     text = fmt.format(values, canon=canon, skip=("op", "sub_op"))
     if total is None or len(body) < total:
-        text += f" (truncated: {len(body)} of {total or '?'} dwords)"
-    return text
+        lost = f"; missing {', '.join(missing)}" if missing else ""
+        text += f" (truncated: {len(body)} of {total or '?'} dwords{lost})"
+    return DecodedPacket(offset, body, total or 0, name=fmt.name, fields=values, missing=missing, text=text)
 
 
-def disassemble(data, version="sdma6") -> str:
-    """One line per packet: `offset: NAME field=value ...` (offsets in bytes). A packet without a known
-    size ends the listing (nothing after it can be located)."""
+def describe(dws, version="sdma6", canon: Callable[[int], int] | None = None) -> str:
+    """One line for one packet's dwords (UMR style); a short packet is shown as far as it goes."""
+    return decode_packet(dws, version, canon).text
+
+
+def decode_stream(data, version="sdma6") -> tuple[list[DecodedPacket], bytes]:
+    """(every packet of a stream, trailing bytes short of a dword). A packet without a known size ends the
+    stream: it is listed, and every dword after it is a `.long` entry (nothing after it can be located)."""
     version = version_name(version)
     dws, tail = split_dwords(data)
-    lines, i = [], 0
+    packets, i = [], 0
     while i < len(dws):
         hdr = dws[i]
         fmt = FORMATS[version].get((hdr & 0xFF, (hdr >> 8) & 0xFF))
         rest = dws[i:]
         try:
             if fmt is None:
-                lines.append(f"{4 * i:06x}: {describe([hdr], version)}; size unknown, listing stops")
-                lines += [f"{4 * j:06x}: {raw_line([d], 'after a packet of unknown size')}"
-                          for j, d in enumerate(rest[1:], i + 1)]
+                p = decode_packet([hdr], version, offset=4 * i)
+                p.text += "; size unknown, listing stops"
+                packets.append(p)
+                why = "after a packet of unknown size"
+                packets += [DecodedPacket(4 * j, [d], 1, error=why, text=raw_line([d], why))
+                            for j, d in enumerate(rest[1:], i + 1)]
                 break
             if len(rest) < size_prefix(fmt):
-                lines.append(f"{4 * i:06x}: {describe(rest, version)}")
+                packets.append(decode_packet(rest, version, offset=4 * i))
                 break
             n = packet_size(fmt, rest)
-            lines.append(f"{4 * i:06x}: {describe(rest[:n], version)}")
+            packets.append(decode_packet(rest[:n], version, offset=4 * i))
         except Exception as e:  # a listing shows every dword, decoded or not
             n = 1
-            lines.append(f"{4 * i:06x}: {raw_line([hdr], f'{type(e).__name__}: {e}')}")
+            why = f"{type(e).__name__}: {e}"
+            packets.append(DecodedPacket(4 * i, [hdr], 1, error=why, text=raw_line([hdr], why)))
         i += n
+    return packets, tail
+
+
+def disassemble(data, version="sdma6") -> str:
+    """One line per packet: `offset: NAME field=value ...` (offsets in bytes). A packet without a known
+    size ends the listing (nothing after it can be located)."""
+    packets, tail = decode_stream(data, version)
+    lines = [f"{p.offset:06x}: {p.text}" for p in packets]
     if tail:
-        lines.append(trailing_line(4 * len(dws), tail))
+        lines.append(trailing_line(len(data) - len(tail), tail))
     return "\n".join(lines)

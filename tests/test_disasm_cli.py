@@ -146,3 +146,31 @@ def test_version_prints_hcqsim_version():
     from hcqsim import __version__
     r = hcqsim("disasm", "--version")
     assert r.returncode == 0 and r.stdout.decode().strip() == f"hcqsim {__version__}"
+
+
+# -- listings: offsets and encodings by default, JSON ------------------------------------------------------------
+
+def test_code_objects_list_kernel_offsets_and_raw_words_by_default(code_object_file):
+    out = hcqsim("disasm", "code-object", "--file", str(code_object_file)).stdout.decode().splitlines()
+    # gfx942 s_load_dword s0, s[4:5], 0x1c = C0020002 0000001C (the kernel's first instruction, image offset 0x600)
+    assert out[0] == "inc:  ; gfx942, code at image offset 0x600, 108 bytes"
+    assert out[1] == "  0x0000: s_load_dword s0, s[4:5], 0x1c" + " " * 10 + "// 000000000600: C0020002 0000001C"
+    plain = hcqsim("disasm", "code-object", "--no-encodings", "--file", str(code_object_file)).stdout.decode()
+    assert plain.splitlines()[1] == "s_load_dword s0, s[4:5], 0x1c"
+
+
+def test_json_listings_are_the_same_packets_and_instructions(code_object_file):
+    import json
+    words = [0xC0027600, 0x20C, 0x1000, 0x0, 0xC0033700, 0x500, 0x2000]  # SET_SH_REG PGM_LO/HI; a cut WRITE_DATA
+    doc = json.loads(hcqsim("disasm", "pm4", "--json", *words_text(words).split()).stdout)
+    assert doc["kind"] == "pm4" and [p["name"] for p in doc["packets"]] == ["SET_SH_REG", "WRITE_DATA"]
+    assert [r["name"] for r in doc["packets"][0]["registers"]] == ["COMPUTE_PGM_LO", "COMPUTE_PGM_HI"]
+    assert doc["packets"][1]["truncated"] and doc["packets"][1]["missing"] == ["dst_addr", "data"]
+    assert doc["packets"][1]["offset"] == 16 and doc["packets"][1]["dwords"] == words[4:]
+    doc = json.loads(hcqsim("disasm", "code-object", "--json", "--file", str(code_object_file)).stdout)
+    first = doc["kernels"][0]["instructions"][0]
+    assert doc["arch"] == "gfx942" and doc["kernels"][0]["name"] == "inc"
+    assert first == {"offset": 0, "address": 0x600, "words": [0xC0020002, 0x1C], "decoded": True, "target": None,
+                     "text": "s_load_dword s0, s[4:5], 0x1c"}
+    doc = json.loads(hcqsim("disasm", "sdma", "--json", "00030005", "2000", "0").stdout)
+    assert doc["version"] == "sdma6" and doc["packets"][0]["missing"] == ["data"]

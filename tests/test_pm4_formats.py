@@ -509,3 +509,63 @@ def test_field_bit_positions(family, name, field, dw, hi, lo):
         values[fmt.payload] = [0]
     got = pm4.encode(name, family, **values)  # only this field set
     assert got[1:] == _bits(len(got), dw, hi, lo)[1:]
+
+
+# -- listings: register names and cut packets (golden text) ----------------------------------------------------
+# Words below are literals from 3.1/3.3 and 4.1: SET_SH_REG header 0xC0027600 (count 2 = two values), dw1 =
+# REG_OFFSET = absolute - 0x2C00; count = number of values.
+
+@pytest.mark.parametrize("family, words, expected", [
+    ("gfx11", [0xC0027600, 0x20C, 0x12345678, 0x9A],  # 0x2E0C - 0x2C00 = 0x20C: PGM_LO, PGM_HI
+     "000000: SET_SH_REG count=2 shader_type=0 predicate=0 reg_offset=0x20c vmid_shift=0 index=0 "
+     "COMPUTE_PGM_LO=0x12345678 COMPUTE_PGM_HI=0x0000009a"),
+    ("gfx11", [0xC0027600, 0x207, 64, 1],  # 0x2E07: NUM_THREAD_X, _Y
+     "000000: SET_SH_REG count=2 shader_type=0 predicate=0 reg_offset=0x207 vmid_shift=0 index=0 "
+     "COMPUTE_NUM_THREAD_X=0x00000040 COMPUTE_NUM_THREAD_Y=0x00000001"),
+    ("gfx11", [0xC0027600, 0x24E, 7, 8],  # 0x2E4E, 0x2E4F: the last two user-data registers
+     "000000: SET_SH_REG count=2 shader_type=0 predicate=0 reg_offset=0x24e vmid_shift=0 index=0 "
+     "COMPUTE_USER_DATA_14=0x00000007 COMPUTE_USER_DATA_15=0x00000008"),
+    ("gfx11", [0xC0017600, 0x228, 5],  # RSRC3 is 0x2E28 on gfx11 ...
+     "000000: SET_SH_REG count=1 shader_type=0 predicate=0 reg_offset=0x228 vmid_shift=0 index=0 "
+     "COMPUTE_PGM_RSRC3=0x00000005"),
+    ("gfx9", [0xC0017600, 0x22D, 5],  # ... and 0x2E2D on gfx9.4.3
+     "000000: SET_SH_REG count=1 shader_type=0 predicate=0 reg_offset=0x22d vmid_shift=0 index=0 "
+     "COMPUTE_PGM_RSRC3=0x00000005"),
+    ("gfx9", [0xC0017600, 0x228, 5],  # 0x2E28 names nothing on gfx9: the address, not a guess
+     "000000: SET_SH_REG count=1 shader_type=0 predicate=0 reg_offset=0x228 vmid_shift=0 index=0 "
+     "reg_0x2e28=0x00000005"),
+    ("gfx11", [0xC0017900, 0x200, 0xE0000000],  # UCONFIG 0xC000 + 0x200 = GRBM_GFX_INDEX
+     "000000: SET_UCONFIG_REG count=1 shader_type=0 predicate=0 reg_offset=0x200 index=0 "
+     "GRBM_GFX_INDEX=0xe0000000"),
+    ("gfx11", [0xC0016900, 0x10, 3],  # SET_CONTEXT_REG (0x69), base 0xA000: listed, though compute never runs it
+     "000000: SET_CONTEXT_REG count=1 shader_type=0 predicate=0 reg_offset=0x10 index=0 reg_0xa010=0x00000003"),
+])
+def test_register_writes_are_listed_by_register_name(family, words, expected):
+    assert pm4.disassemble(words, family) == expected
+
+
+def test_register_names_are_data_for_json_and_traces():
+    packets, rest = pm4.decode_stream([0xC0027600, 0x212, 0xAAAA, 0xBBBB], "gfx11")  # RSRC1, RSRC2
+    assert rest == b"" and len(packets) == 1
+    assert packets[0].registers == [(0x2E12, "COMPUTE_PGM_RSRC1", 0xAAAA), (0x2E13, "COMPUTE_PGM_RSRC2", 0xBBBB)]
+    assert packets[0].as_json()["registers"][1] == {"address": 0x2E13, "name": "COMPUTE_PGM_RSRC2", "value": 0xBBBB}
+
+
+def test_a_cut_packet_shows_only_what_is_present():
+    # WRITE_DATA, count 3 (one data dword): header, control (dst_sel 5 = MEM: 5 << 8), addr lo; addr hi and data cut
+    text = pm4.disassemble([0xC0033700, 0x500, A_LO])
+    assert text == ("000000: WRITE_DATA count=3 shader_type=0 predicate=0 dst_sel=MEM(5) wr_one_addr=0 wr_confirm=0 "
+                    "cache_policy=LRU(0) engine_sel=0  (truncated: 3 of 5 dwords; missing dst_addr, data)")
+    (p,), _ = pm4.decode_stream([0xC0033700, 0x500, A_LO])
+    assert p.truncated and p.missing == ("dst_addr", "data") and "dst_addr" not in p.fields and "data" not in p.fields
+    # cut inside the payload: the data present is shown, nothing after it
+    text = pm4.disassemble([0xC0043700, 0x500, A_LO, A_HI, 0x11])  # count 4: two data dwords, one present
+    assert text.endswith("dst_addr=0x7f1234567890 data=[0x00000011]  (truncated: 5 of 6 dwords)")
+
+
+def test_a_count_too_small_for_a_fixed_packet_names_the_fields_outside_it():
+    # RELEASE_MEM (8 dwords) with count 3: 5 dwords; DATA (dw5-6) and INT_CTXID (dw7) are not in the packet
+    text = pm4.disassemble([0xC0034900, 0x514, 0x20000000, A_LO, A_HI])
+    assert text.endswith("addr=0x7f1234567890  (header count 3 makes 5 dwords of 8: data, int_ctxid not in the "
+                         "packet)")
+    assert "data=" not in text.split("data_sel")[1] and "int_ctxid=" not in text

@@ -7,7 +7,8 @@ splitting it would separate the spelling rules from the only code that applies t
 `format_instr(instr)` prints one instruction with its architecture's printer (gfx1100: this module's; gfx942:
 `disasm_gfx9`'s), `disassemble(code, arch)` a whole blob, one instruction per line. Branch targets print as
 LLVM's raw signed dword offset (`s_cbranch_execz 5` jumps to pc + 4 + 5 * 4); `annotate=True` adds the byte
-offset, the target and the raw dwords as a comment.
+offset, the target and the raw dwords as a comment, `offsets=True` prints llvm-objdump style (offset first);
+`listing(code, arch)` is the same as data (`ListingLine`s, for JSON).
 
 The first part is what both printers share: operand text over an architecture's operand space (its formats
 module), register ranges, source modifiers, immediates (literals, hwreg, s_waitcnt counters, ds_swizzle), the
@@ -17,6 +18,7 @@ destination print as 32-bit registers), and last `format_instr` / `disassemble`,
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
 
 from . import formats as fm
@@ -635,29 +637,75 @@ def format_instr(ins: Instr, arch: str | None = None) -> str:
     return f"{name} {ops_text}" if ops_text else name
 
 
-def disassemble(code: bytes, arch: str = "gfx1100", *, annotate: bool = False) -> str:
-    """The listing of a code blob, one instruction per line. Never raises on the bytes: a dword that starts no
-    instruction it can decode (or print) is a `.long` line saying why, and decoding goes on at the next dword;
-    trailing bytes short of a dword are a `.byte` line."""
+@dataclass(frozen=True)
+class ListingLine:
+    """One entry of a listing: an instruction, a dword that starts none (`decoded` False), or trailing bytes."""
+
+    offset: int  # byte offset in the blob
+    words: tuple[int, ...]  # its dwords (for trailing bytes: empty)
+    text: str  # the instruction in LLVM syntax, or the `.long` / `.byte` line saying why it is not one
+    decoded: bool = True
+    target: int | None = None  # a branch's target, as a byte offset in the blob
+
+    def as_json(self, base: int = 0) -> dict:
+        return {"offset": self.offset, "address": base + self.offset, "words": list(self.words), "text": self.text,
+                "decoded": self.decoded, "target": self.target}
+
+
+def listing(code: bytes, arch: str = "gfx1100") -> list[ListingLine]:
+    """Every instruction of a code blob, in order. Never raises on the bytes: a dword that starts no instruction
+    it can decode (or print) is an entry saying why, and decoding goes on at the next dword; trailing bytes short
+    of a dword are a last `.byte` entry."""
     get_arch(arch)  # an unknown architecture is the caller's error, not the code's
     code = bytes(code)
     lines, offset, end = [], 0, len(code) // 4 * 4
     while offset < end:
         try:
             ins = decode(code[:end], offset, arch)
-            text, words = format_instr(ins, arch), ins.words
+            text = format_instr(ins, arch)
         except Exception as e:  # a listing shows every dword, decoded or not
-            ins, words = None, (int.from_bytes(code[offset:offset + 4], "little"),)
-            text = f".long 0x{words[0]:08x}  ; cannot decode: {type(e).__name__}: {e}"
-        if annotate:
-            note = f"{offset:06x}: " + " ".join(f"{w:08X}" for w in words)
-            if ins is not None and ins.family == "SOPP" and ins.shape == "br":
-                note += f"  -> 0x{offset + 4 + 4 * sext(ins.fields['simm16'], 16):x}"
-            text = f"{text:60s} // {note}"
-        lines.append(text)
-        offset += ins.size if ins is not None else 4
+            word = int.from_bytes(code[offset:offset + 4], "little")
+            lines.append(ListingLine(offset, (word,), f".long 0x{word:08x}  ; cannot decode: {type(e).__name__}: {e}",
+                                     decoded=False))
+            offset += 4
+            continue
+        target = None
+        if ins.family == "SOPP" and ins.shape == "br":
+            target = offset + 4 + 4 * sext(ins.fields["simm16"], 16)
+        lines.append(ListingLine(offset, tuple(ins.words), text, target=target))
+        offset += ins.size
     if end < len(code):
         rest = code[end:]
-        lines.append(f".byte {', '.join(f'0x{b:02x}' for b in rest)}  ; cannot decode: {len(rest)} trailing "
-                     f"byte{'s' if len(rest) > 1 else ''}, not a whole dword")
-    return "\n".join(lines)
+        lines.append(ListingLine(end, (), f".byte {', '.join(f'0x{b:02x}' for b in rest)}  ; cannot decode: "
+                                          f"{len(rest)} trailing byte{'s' if len(rest) > 1 else ''}, not a whole dword",
+                                 decoded=False))
+    return lines
+
+
+def objdump_line(line: ListingLine, base: int = 0, width: int = 48) -> str:
+    """`  0x0010: s_load_b64 s[0:1], s[0:1], 0x0   // 000000000610: F4040000 F8000000`: the offset in the blob
+    (what faults cite as `PC +0x10`), the instruction, and llvm-objdump's comment (address `base` + offset, words)."""
+    text = f"  0x{line.offset:04x}: {line.text}"
+    comment = f"// {base + line.offset:012X}:" + "".join(f" {w:08X}" for w in line.words)
+    if line.target is not None:
+        comment += f"  -> 0x{line.target:04x}"
+    return f"{text:<{width}} {comment}" if line.words else text
+
+
+def disassemble(code: bytes, arch: str = "gfx1100", *, annotate: bool = False, offsets: bool = False,
+                base: int = 0) -> str:
+    """The listing of a code blob, one instruction per line (see `listing`). `annotate=True` appends the byte
+    offset, the raw dwords and a branch's target as a comment; `offsets=True` prints llvm-objdump style instead
+    (`objdump_line`: offset first, the comment's address counted from `base`)."""
+    out = []
+    for line in listing(code, arch):
+        if offsets:
+            out.append(objdump_line(line, base))
+        elif annotate and line.words:
+            note = f"{line.offset:06x}: " + " ".join(f"{w:08X}" for w in line.words)
+            if line.target is not None:
+                note += f"  -> 0x{line.target:x}"
+            out.append(f"{line.text:60s} // {note}")
+        else:
+            out.append(line.text)
+    return "\n".join(out)
