@@ -130,14 +130,70 @@ def _parse(ir_text: str, arch: str, tm: llvm.TargetMachine, ir_passes: bool, opt
     return module
 
 
-def compile_llvm(ir_text: str, arch: str = "gfx1100", opt: int = 2, *, ir_passes: bool = False) -> bytes:
+def compile_llvm(ir_text: str, arch: str = "gfx1100", opt: int = 2, *, ir_passes: bool = False,
+                 code_object_version: int | None = None, link: bool = False) -> bytes:
     """Compile LLVM IR text to a relocatable AMDGPU ELF code object (ET_REL, code object v6 with LLVM 22).
+
+    For loaders that want what the ROCm toolchain ships (ROCr 5.x/6.1 accept code objects up to v5, and only
+    shared objects): `code_object_version=5` (or 4) sets the module flag `amdhsa_code_object_version` (the IR must
+    not carry module flags of its own), and `link=True` links the object with `ld.lld -shared` (the ziglang
+    wheel's, as `python -m ziglang ld.lld`) into an ET_DYN code object.
 
     Raises CompileError (a ValueError, naming `arch` and LLVM's message) for IR that does not parse or verify,
     IR LLVM cannot select instructions for (which aborts LLVM: the compile runs in a child process), an unknown
     processor or a bad `opt`. Results are cached on disk (see `cache_dir`).
     """
-    return _compile("obj", ir_text, arch, opt, ir_passes)
+    if code_object_version is not None:
+        ir_text = _with_code_object_version(ir_text, code_object_version)
+    obj = _compile("obj", ir_text, arch, opt, ir_passes)
+    return _link_shared(obj, arch) if link else obj
+
+
+CODE_OBJECT_VERSIONS = (4, 5, 6)
+
+
+def _with_code_object_version(ir_text: str, version: int) -> str:
+    if version not in CODE_OBJECT_VERSIONS:
+        raise ValueError(f"code object version must be one of {CODE_OBJECT_VERSIONS}, not {version!r}")
+    if not isinstance(ir_text, str):
+        raise TypeError(f"LLVM IR must be text, not {type(ir_text).__name__}")
+    if "!llvm.module.flags" in ir_text:
+        raise ValueError("code_object_version= needs IR without !llvm.module.flags (set amdhsa_code_object_version "
+                         "in the IR's own flags instead)")
+    return (f"{ir_text}\n!llvm.module.flags = !{{!90001}}\n"
+            f"!90001 = !{{i32 1, !\"amdhsa_code_object_version\", i32 {version * 100}}}\n")
+
+
+def _link_shared(obj: bytes, arch: str) -> bytes:
+    """`ld.lld -shared` of one AMDGPU object (what hipcc does): the ET_DYN code object ROCr loads."""
+    import hashlib
+    import tempfile
+    key = hashlib.sha256(b"ld.lld -shared\0" + obj).hexdigest()
+    where = cache_dir()
+    cached = os.path.join(where, "linked", key + ".so") if where else None
+    if cached and os.path.exists(cached):
+        with open(cached, "rb") as f:
+            return f.read()
+    with tempfile.TemporaryDirectory(prefix="hcqsim-link-") as tmp:
+        src, out = os.path.join(tmp, "k.o"), os.path.join(tmp, "k.so")
+        with open(src, "wb") as f:
+            f.write(obj)
+        try:
+            done = subprocess.run([sys.executable, "-m", "ziglang", "ld.lld", "-shared", "-o", out, src],
+                                  capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise CompileError(f"{arch}: ld.lld could not run: {e}") from None
+        if done.returncode != 0:
+            raise CompileError(f"{arch}: ld.lld -shared failed: {done.stderr.strip()}")
+        with open(out, "rb") as f:
+            linked = f.read()
+    if cached:
+        os.makedirs(os.path.dirname(cached), exist_ok=True)
+        tmp_path = f"{cached}.{os.getpid()}"
+        with open(tmp_path, "wb") as f:
+            f.write(linked)
+        os.replace(tmp_path, cached)
+    return linked
 
 
 def assemble_listing(ir_text: str, arch: str = "gfx1100", opt: int = 2, *, ir_passes: bool = False) -> str:

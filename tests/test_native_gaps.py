@@ -171,3 +171,24 @@ def test_every_gpu_cache_is_a_cu_cache_with_the_keys_and_sibling_map_kfd_prints(
     assert {int(c["level"]) for c in entries} == {1, 2, 3}
     l2 = [c for c in entries if c["level"] == "2"]
     assert len(l2) == system.target.num_xcc  # one L2 per XCC
+
+
+# -- SDMA POLL_REGMEM on a register --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target, version", [("gfx942", "sdma4"), ("gfx1100", "sdma6")])
+def test_sdma_poll_regmem_on_a_register_with_function_always_passes_at_once(target, version):
+    # ROCr 6.1 opens its gfx942 SDMA queues with this packet: the compare ALWAYS holds, whatever the register says
+    from hcqsim import EmulatedGPU, sdma
+    gpu = EmulatedGPU(target=target, seed=0)
+    try:
+        buf = gpu.alloc(4096)
+        q = gpu.sdma_queue()
+        always = sdma.encode("POLL_REGMEM", version, mem_poll=0, func=0, addr=1 << 63, value=0, mask=0)
+        q.submit(always + sdma.fence(buf.va, 42, version=version))
+        assert gpu.faults == [] and int(buf.u32()[0]) == 42
+        waits = sdma.encode("POLL_REGMEM", version, mem_poll=0, func=3, addr=0x1000 << 2, value=1, mask=1)
+        q.submit(waits)  # a real compare of a register hcqsim does not model: a clean fault, not a guess
+        assert len(gpu.faults) == 1 and "POLL_REGMEM on register" in str(gpu.faults[0])
+    finally:
+        gpu.close()

@@ -176,6 +176,8 @@ class SDMAQueue(EngineQueue):
             # No host write buffer exists in the emulator: the flush request is done at once.
             return
         if not v["mem_poll"]:
+            if func == 0:  # ALWAYS: the compare passes whatever the register holds (ROCr 6.1's first packet on gfx942)
+                return
             raise UnsupportedError(f"POLL_REGMEM on register 0x{(v['addr'] & 0xFFFFFFFF) >> 2:x}: only memory polls "
                                    f"and the HDP-flush form are emulated")
         addr = self._aligned("POLL_REGMEM", v["addr"], 4)

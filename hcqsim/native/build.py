@@ -40,16 +40,26 @@ def compilers() -> list[list[str]]:
 
 def interposer_path() -> Path:
     """The built interposer for the current source, building it if needed."""
-    source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source + " ".join(CFLAGS + LIBS).encode()).hexdigest()[:16]
-    out = cache_dir() / "native" / f"hcqsim-interposer-{digest}.so"
+    return _build(SOURCE, "hcqsim-interposer", "so", CFLAGS, LIBS)
+
+
+def program_path(source: str | os.PathLike) -> Path:
+    """A native test program (one C file, e.g. tests/native/hip_check.c) built as an executable, cached."""
+    source = Path(source)
+    return _build(source, source.stem, "bin", ["-O1", "-Wall"], ["-ldl"])
+
+
+def _build(source: Path, stem: str, suffix: str, flags: list[str], libs: list[str]) -> Path:
+    text = source.read_bytes()
+    digest = hashlib.sha256(text + " ".join(flags + libs).encode()).hexdigest()[:16]
+    out = cache_dir() / "native" / f"{stem}-{digest}.{suffix}"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".{os.getpid()}.tmp")
     errors = []
     for cc in compilers():
-        cmd = [*cc, *CFLAGS, "-o", str(tmp), str(SOURCE), *LIBS]
+        cmd = [*cc, *flags, "-o", str(tmp), str(source), *libs]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -59,4 +69,4 @@ def interposer_path() -> Path:
             os.replace(tmp, out)  # atomic: a concurrent build of the same source wins either way
             return out
         errors.append(f"{' '.join(cc)}: exit {done.returncode}: {done.stderr.strip()[-2000:]}")
-    raise BuildError("cannot build the hcqsim interposer:\n" + "\n".join(errors))
+    raise BuildError(f"cannot build {source.name}:\n" + "\n".join(errors))

@@ -69,6 +69,18 @@ class NativeHost:
         self.struct = HostStruct(*self._callbacks, system.window.base, system.window.size, self._redirects)
         self.lib = ctypes.CDLL(str(library))
         self.lib.hcq_register(ctypes.byref(self.struct))
+        self._closed = threading.Event()
+        self._faults_seen = [0] * len(system.gpus)
+        if log is not None:  # GPU faults are reported as they happen: the native program may never ask
+            threading.Thread(target=self._watch_faults, name="hcqsim-native-faults", daemon=True).start()
+
+    def _watch_faults(self) -> None:
+        while not self._closed.wait(0.2):
+            with self.system.lock:
+                new = [(i, str(f)) for i, g in enumerate(self.system.gpus) for f in g.faults[self._faults_seen[i]:]]
+                self._faults_seen = [len(g.faults) for g in self.system.gpus]
+            for i, text in new:
+                print(f"hcqsim native: GPU {i} fault: {text}", file=self.log, flush=True)
 
     # -- bookkeeping ---------------------------------------------------------------------------------
 
@@ -131,6 +143,7 @@ class NativeHost:
     def close(self) -> None:
         """Unregister (later calls pass through to the real kernel) and remove the sysfs copy."""
         import shutil
+        self._closed.set()
         self.lib.hcq_unregister()
         shutil.rmtree(self.sysfs_root, ignore_errors=True)
 

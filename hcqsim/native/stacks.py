@@ -77,7 +77,25 @@ DEBIAN13 = Stack("debian13", "trixie", (
     Package("libstdc++6", "14.2.0-19", "ab1fa05837aa7a92aae748fd07a18a35f7d18bb4a71c4724fe2bbf0e32089de0"),
 ), "Debian 13: rocminfo 6.1.2, ROCr 6.1.2, libhsakmt 6.2.4 (gfx1100, gfx942)")
 
-STACKS = {s.name: s for s in (DEBIAN13,)}
+# ... and HIP 5.7.1 over the same ROCr, with comgr (code-object metadata) and the LLVM 17 it links.
+DEBIAN13_HIP = Stack("debian13-hip", "trixie", DEBIAN13.packages + (
+    Package("libamdhip64-5", "5.7.1-6+deb13u1", "a60c313b59c09d776190a6e70b13337992240227f365ce4b91bb476d47a776d7"),
+    Package("libamd-comgr2", "6.0+git20231212.4510c28+dfsg-3+b2",
+            "e6de3c9c6b1fa5e6c87882d094484fe0ad0560c61413abd0d28582c4a40de460"),
+    Package("libllvm17t64", "1:17.0.6-22+b2", "7a17e701bac905cc71df20abc674b4ee1b08af99b43d4c153628f23c907b8ee2"),
+    Package("libedit2", "3.1-20250104-1", "b002ea172b9c1e34a67bc497c523c67bb74c3f0a4e98113cb083990a1f1d3bfe"),
+    Package("libffi8", "3.4.8-2", "0ebdc340de33333639c3c63874cd4b15ac2e83dfa1ef3053b7eefaf4919f4f68"),
+    Package("libtinfo6", "6.5+20250216-2", "8b9f6a7983e9418564e48a627518de4c03917b56efe68d7f3e93bd8fffa1cc10"),
+    Package("libxml2", "2.12.7+dfsg+really2.9.14-2.1+deb13u3",
+            "e0c6b63ce4602a036a526f60fe5e6c1586710688058d98fc1001b9b3147b7efd"),
+    Package("libicu76", "76.1-4", "c1bf762996de9ecba9b9d871e4928a8090f023a3e9e7fa3240b3d90f892a01dc"),
+    Package("liblzma5", "5.8.1-1+deb13u2", "b38acab30f295bf1066a6632e31cbd0a1980f2924b38040cda131d5dea5384ec"),
+    Package("libz3-4", "4.13.3-1", "71383373523ef62d47eccf660cf6535c3febcbb3f88e54cb7a43124014b57359"),
+    Package("libbsd0", "0.12.2-2", "e5a85986fa6bec3307ab1bc860736b478b331882bc45e17675a7bdf88eecb43a"),
+    Package("libmd0", "1.1.0-2+b1", "7244ec3839b61fac0c1884fe08aaa040f26e8f1f35f1f5d3482eacefd30d1b44"),
+), "Debian 13: HIP 5.7.1, comgr 6.0, ROCr 6.1.2, libhsakmt 6.2.4 (gfx1100, gfx942)")
+
+STACKS = {s.name: s for s in (DEBIAN13, DEBIAN13_HIP)}
 
 
 def stack_dir(stack: Stack) -> Path:
@@ -169,9 +187,10 @@ def fetch(name: str = "debian13") -> Unpacked:
     root = top / "root"
     if (top / "complete").exists():
         return Unpacked(stack, root)
-    debs = top / "debs"
+    debs = cache_dir() / "rocm" / "debs"  # shared by the stacks: a package is downloaded once
     debs.mkdir(parents=True, exist_ok=True)
     _download(stack, debs)
+    top.mkdir(parents=True, exist_ok=True)
     tmp = top / f"root.{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     for p in stack.packages:
