@@ -57,7 +57,8 @@ class _VersionAction(argparse.Action):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `disasm` subcommand's arguments, on the subparser cli.py made for it."""
-    parser.add_argument("kind", choices=KINDS, help="what the bytes are: PM4 or SDMA packets, shader ISA, a code object")
+    parser.add_argument("kind", choices=KINDS,
+                        help="what the bytes are: PM4 or SDMA packets, shader ISA, a code object")
     parser.add_argument("words", nargs="*", help="32-bit hex words (pm4, sdma, isa), e.g. c0031000 or 0xc0031000")
     parser.add_argument("--file", help="a binary file of little-endian dwords (or a code object); '-' reads stdin")
     parser.add_argument("--hex", action="store_true", help="--file holds hex words as text")

@@ -15,7 +15,8 @@ def pack(*words: int) -> bytes:
 # -- register naming (the language layer's function; traces and listings use it) ------------------------------
 
 @pytest.mark.parametrize("addr, family, name", [
-    (0x2E0C, "gfx11", "COMPUTE_PGM_LO"), (0x2E12, "gfx9", "COMPUTE_PGM_RSRC1"), (0x2E07, "gfx11", "COMPUTE_NUM_THREAD_X"),
+    (0x2E0C, "gfx11", "COMPUTE_PGM_LO"), (0x2E12, "gfx9", "COMPUTE_PGM_RSRC1"),
+    (0x2E07, "gfx11", "COMPUTE_NUM_THREAD_X"),
     (0x2E40, "gfx11", "COMPUTE_USER_DATA_0"), (0x2E28, "gfx11", "COMPUTE_PGM_RSRC3"),
     (0x2E2D, "gfx9", "COMPUTE_PGM_RSRC3"), (0x2E2D, "gfx11", "COMPUTE_STATIC_THREAD_MGMT_SE6"),
     (0x2E0E, "gfx11", "COMPUTE_DISPATCH_PKT_ADDR_LO"), (0xC200, "gfx9", "GRBM_GFX_INDEX"),

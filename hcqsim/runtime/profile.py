@@ -1,13 +1,26 @@
-"""Profiles of schedule runs: per-operation GPU timestamps mapped to host time, as trace events or a picture.
+"""Profiles of schedule runs: per-operation GPU timestamps on one time base, as trace events or a picture.
 
 `CompiledSchedule.run(profile=True)` runs the variant of the command buffers that writes a timestamp before
 and after every operation (PM4 RELEASE_MEM DATA_SEL 3 / SDMA TIMESTAMP GET_GLOBAL: the 100 MHz GPU clock).
-GPU ticks become host microseconds the way the seed runtime does it: a timestamp taken right before a signal,
-the host clock read just before and after waiting for it, the offset is the midpoint minus the GPU time
-(median of a few samples, once per device).
+
+Two time bases, one per kind of machine:
+- **hardware** (`time_base == "host"`): GPU ticks become host microseconds the way the seed runtime does it: a
+  timestamp taken right before a signal, the host clock read just before and after waiting for it, the offset is
+  the midpoint minus the GPU time (median of a few samples, once per device). Host operations keep their
+  perf_counter times.
+- **emulator** (`time_base == "virtual"`): a virtual clock has no relation to the host clock, so calibrating
+  against it only measures when the calibration happened (it put a second GPU's slices ~10 ms late). Each
+  emulated GPU's clock counts the ticks its own work costs and stands still while all its queues wait, so two
+  GPUs' counters drift apart. The profile therefore starts every device at its first operation of the run
+  (the queues start together at the schedule's kick) and, wherever a queue waited for another device or for the
+  host, moves that device's later operations by the least amount that puts the waiter after what it waited for
+  (the time its clock stood still). Host operations start after what they waited for and last their measured
+  host duration (the emulated GPUs do not advance while the host works). Times are microseconds from the run's
+  start; every wait's arrow points forward.
 """
 from __future__ import annotations
 
+import bisect
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -19,7 +32,7 @@ CLOCK_SAMPLES = 5
 
 
 def clock_offset_us(dev, samples: int = CLOCK_SAMPLES) -> float:
-    """Host microseconds (perf_counter) minus GPU microseconds, for this device."""
+    """Host microseconds (perf_counter) minus GPU microseconds, for this device (hardware only: see above)."""
     sig = dev.new_signal(0)
     out = []
     try:
@@ -42,7 +55,7 @@ class OpEvent:
     kind: str
     track: str  # "GPU 0 (gpu_id n) copy1" or "host"
     device: int  # schedule device index, -1 for the host
-    start_us: float  # host time
+    start_us: float  # on the profile's time base (Profile.time_base)
     end_us: float
     gpu_ticks: tuple[int, int] | None = None  # raw (start, end) for GPU operations
 
@@ -51,6 +64,7 @@ class OpEvent:
 class Profile:
     events: list[OpEvent]
     waits: list[tuple[int, int, str]] = field(default_factory=list)  # (producer op, consumer op, hazard)
+    time_base: str = "host"  # "host": perf_counter µs (hardware); "virtual": µs from the run's start (emulator)
 
     def event(self, op: int) -> OpEvent:
         return next(e for e in self.events if e.op == op)
@@ -59,6 +73,13 @@ class Profile:
         """Whether operations a and b ran at the same time (their intervals intersect)."""
         x, y = self.event(a), self.event(b)
         return x.start_us < y.end_us and y.start_us < x.end_us
+
+    def tracks(self) -> list[str]:
+        """One per queue: devices in order, each device's queues by name, the host last."""
+        def key(track: str):
+            e = next(e for e in self.events if e.track == track)
+            return (e.device < 0, e.device, track)
+        return sorted(dict.fromkeys(e.track for e in self.events), key=key)
 
     def trace_events(self) -> list[dict]:
         """One process per device (and one for the host), one track per queue, a slice per operation and a
@@ -76,7 +97,8 @@ class Profile:
             pid, tid = pids[e.device], tids[e.track]
             where[e.op] = (pid, tid, e)
             out.append(T.complete(f"#{e.op} {e.name}", pid, tid, e.start_us, e.end_us - e.start_us, e.kind,
-                                  {"op": e.op, "gpu_ticks": list(e.gpu_ticks) if e.gpu_ticks else None}))
+                                  {"op": e.op, "gpu_ticks": list(e.gpu_ticks) if e.gpu_ticks else None,
+                                   "time_base": self.time_base}))
         for i, (p, c, kind) in enumerate(self.waits):
             if p in where and c in where:
                 pp, pt, pe = where[p]
@@ -90,32 +112,32 @@ class Profile:
         """Write the trace-event JSON (open it at https://ui.perfetto.dev or chrome://tracing)."""
         return T.write(path, self.trace_events())
 
-    def save_png(self, path: str) -> str:
-        """The same timeline as a picture, one row per queue (needs the optional `plot` extra: matplotlib)."""
+    def save_png(self, path: str, title: str | None = None) -> str:
+        """The same timeline as a picture (needs the optional `plot` extra: matplotlib): one row per queue, a bar
+        per operation labelled `#op name`, colours by kind with a legend, an arrow per dependency wait."""
         try:
             import matplotlib
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError as e:
             raise ImportError("Profile.save_png needs matplotlib: pip install 'hcqsim[plot]'") from e
-        tracks = list(dict.fromkeys(e.track for e in self.events))
-        t0 = min(e.start_us for e in self.events)
-        fig, ax = plt.subplots(figsize=(10, 0.6 * len(tracks) + 1))
-        for e in self.events:
-            y = tracks.index(e.track)
-            ax.barh(y, max(e.end_us - e.start_us, 1e-3), left=e.start_us - t0, height=0.6)
-            ax.text(e.start_us - t0, y, f"#{e.op}", va="center", fontsize=6)
-        ax.set_yticks(range(len(tracks)), tracks)
-        ax.set_xlabel("µs")
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
+        fig = draw(plt, self, title)
+        fig.savefig(path, dpi=110)
         plt.close(fig)
         return path
 
 
+# ---------------------------------------------------------------------------------------------------
+# collecting a run
+
+
 def collect(compiled) -> Profile:
-    """The last profiled run of `compiled` as a Profile."""
+    """The last profiled run of `compiled` as a Profile, on the time base its devices allow (see the module)."""
     plan, devices = compiled.plan, compiled.devices
+    edges = wait_edges(plan)
+    waits = [(h.producer, step.op.index, h.kind) for step in plan.steps for w in step.waits for h in w.hazards[:1]]
+    if devices and all(getattr(d.os, "emulated", False) for d in devices):
+        return Profile(virtual_events(compiled, edges), waits, "virtual")
     events = []
     for step in plan.steps:
         op = step.op
@@ -131,5 +153,160 @@ def collect(compiled) -> Profile:
         off = compiled._clock_offsets[d]
         events.append(OpEvent(op.index, op.name, op.kind, track, d, s / TICKS_PER_US + off, e / TICKS_PER_US + off,
                               (s, e)))
-    waits = [(h.producer, step.op.index, h.kind) for step in plan.steps for w in step.waits for h in w.hazards[:1]]
-    return Profile(events, waits)
+    return Profile(events, waits, "host")
+
+
+def wait_edges(plan) -> dict[int, list[int]]:
+    """consumer op -> the ops it waited for: the operation each of its waits names (a wait for point n of a
+    queue is a wait for that queue's n-th operation; point 0, a device's entry, names none)."""
+    out: dict[int, list[int]] = {}
+    for step in plan.steps:
+        for w in step.waits:
+            if w.point >= 1:
+                out.setdefault(step.op.index, []).append(plan.queues[w.queue].steps[w.point - 1].op.index)
+    return out
+
+
+class _Standstill:
+    """How long a device's virtual clock stood still before each local time: a non-decreasing step function."""
+
+    def __init__(self):
+        self.at: list[float] = []  # local times where the shift rises, ascending
+        self.shift: list[float] = []  # the shift from that time on
+
+    def __call__(self, t: float) -> float:
+        i = bisect.bisect_right(self.at, t)
+        return self.shift[i - 1] if i else 0.0
+
+    def raise_from(self, t: float, s: float) -> bool:
+        """Make the shift at least `s` from local time `t` on; whether anything changed."""
+        if self(t) >= s:
+            return False
+        i = bisect.bisect_left(self.at, t)
+        self.at.insert(i, t)
+        self.shift.insert(i, s)
+        for j in range(i + 1, len(self.at)):  # later rises below s are subsumed
+            self.shift[j] = max(self.shift[j], s)
+        return True
+
+
+def place_virtual(ops: dict[int, tuple[int, float, float]],
+                  edges: dict[int, list[int]]) -> dict[int, tuple[float, float]]:
+    """Global (start, end) µs per op from local times: `ops` maps op -> (device, local start, local end) with
+    device -1 for the host (whose local times are only durations: it runs its ops in order). Each device's
+    local times are shifted by its standstill so that every op starts at or after the end of the ops it waited
+    for; repeated until nothing moves (waits form a DAG in operation order and each device's clock is monotone
+    in execution order, so it settles)."""
+    stand: dict[int, _Standstill] = {d: _Standstill() for d, _, _ in ops.values() if d >= 0}
+    order = sorted(ops)
+    placed: dict[int, tuple[float, float]] = {}
+    for _ in range(len(order) + 2):
+        moved = False
+        host_free = 0.0
+        for op in order:
+            d, s, e = ops[op]
+            ready = max((placed[p][1] for p in edges.get(op, ()) if p in placed), default=0.0)
+            if d < 0:
+                start = max(ready, host_free)
+                new = (start, start + (e - s))
+                host_free = new[1]
+            else:
+                moved |= stand[d].raise_from(s, ready - s)
+                shift = stand[d](s)
+                new = (s + shift, e + shift)
+            if placed.get(op) != new:
+                placed[op], moved = new, True
+        if not moved:
+            break
+    return placed
+
+
+def virtual_events(compiled, edges: dict[int, list[int]]) -> list[OpEvent]:
+    plan, devices = compiled.plan, compiled.devices
+    local: dict[int, tuple[int, float, float]] = {}
+    ticks: dict[int, tuple[int, int]] = {}
+    for step in plan.steps:
+        op = step.op.index
+        if step.queue.is_host:
+            t0, t1 = compiled.host_times[op]
+            local[op] = (-1, 0.0, (t1 - t0) * 1e6)
+        else:
+            ticks[op] = compiled.timestamps(op)
+    origin = {}  # each device's clock at its first operation: the run's start on that device
+    for step in plan.steps:
+        if not step.queue.is_host:
+            d = step.queue.device
+            origin[d] = min(origin.get(d, ticks[step.op.index][0]), ticks[step.op.index][0])
+    for step in plan.steps:
+        if not step.queue.is_host:
+            d, (s, e) = step.queue.device, ticks[step.op.index]
+            local[step.op.index] = (d, (s - origin[d]) / TICKS_PER_US, (e - origin[d]) / TICKS_PER_US)
+    placed = place_virtual(local, edges)
+    return [OpEvent(step.op.index, step.op.name, step.op.kind, step.queue.label(devices), local[step.op.index][0],
+                    *placed[step.op.index], ticks.get(step.op.index)) for step in plan.steps]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the picture (matplotlib is the optional `plot` extra: `save_png` imports it and hands pyplot in)
+
+KIND_COLOURS = {"fill": "#4c72b0", "copy": "#55a868", "kernel": "#c44e52", "host": "#8172b2"}
+OTHER_COLOUR = "#937860"
+WAIT_COLOUR = "#dd8452"
+BAR_HEIGHT = 0.6
+LABEL_POINTS = 7
+
+
+def draw(plt, profile, title: str | None = None):
+    """A matplotlib Figure of `profile`: one row per queue, a bar per operation labelled `#op name`, colours by
+    kind with a legend, an arrow per dependency wait from the producer's end to the consumer's start."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    tracks = profile.tracks()
+    row = {t: i for i, t in enumerate(tracks)}
+    t0 = min(e.start_us for e in profile.events)
+    span = max(max(e.end_us for e in profile.events) - t0, 1e-3)
+    width_in = 13.0
+    fig, ax = plt.subplots(figsize=(width_in, 0.62 * len(tracks) + 1.9))
+    us_per_char = span / (width_in * 0.72 * 72 / (LABEL_POINTS * 0.62))  # data width of one label character
+    for e in profile.events:
+        y, left, dur = row[e.track], e.start_us - t0, max(e.end_us - e.start_us, span / 2000)
+        ax.barh(y, dur, left=left, height=BAR_HEIGHT, color=KIND_COLOURS.get(e.kind, OTHER_COLOUR),
+                edgecolor="black", linewidth=0.4)
+        label = f"#{e.op} {e.name}"
+        if len(label) * us_per_char < dur * 0.95:  # inside the bar when it fits, else just after it
+            ax.text(left + dur / 2, y, label, ha="center", va="center", fontsize=LABEL_POINTS, color="white")
+        else:
+            ax.text(left + dur + span * 0.003, y - BAR_HEIGHT * 0.55, label, ha="left", va="bottom",
+                    fontsize=LABEL_POINTS - 1, color="black")
+    by_op = {e.op: e for e in profile.events}
+    for producer, consumer, hazard in profile.waits:
+        p, c = by_op.get(producer), by_op.get(consumer)
+        if p is None or c is None:
+            continue
+        ax.annotate("", xy=(c.start_us - t0, row[c.track]), xytext=(p.end_us - t0, row[p.track]),
+                    arrowprops=dict(arrowstyle="-|>", color=WAIT_COLOUR, lw=1.3, shrinkA=0, shrinkB=0,
+                                    connectionstyle=f"arc3,rad={-0.2 if row[c.track] != row[p.track] else 0.5}"))
+        steep = c.start_us - p.end_us < span * 0.02  # a near-vertical arrow: its label goes beside it, not on it
+        ax.text((p.end_us + c.start_us) / 2 - t0 - (span * 0.006 if steep else 0), (row[p.track] + row[c.track]) / 2,
+                f"{hazard} #{producer}->#{consumer}", fontsize=LABEL_POINTS - 1, color=WAIT_COLOUR,
+                ha="right" if steep else "center", va="center",
+                bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
+    ax.set_yticks(range(len(tracks)), tracks, fontsize=8)
+    ax.set_ylim(len(tracks) - 0.4, -0.6)  # the first queue on top
+    ax.set_xlim(-span * 0.01, span * 1.08)
+    virtual = profile.time_base == "virtual"
+    ax.set_xlabel("µs from the run's start (emulator virtual time: 100 MHz GPU clock)" if virtual
+                  else "µs from the first operation (host clock; GPU timestamps calibrated per device)")
+    ax.grid(axis="x", linestyle=":", linewidth=0.5)
+    kinds = sorted({e.kind for e in profile.events})
+    handles = [Patch(color=KIND_COLOURS.get(k, OTHER_COLOUR), label=k) for k in kinds]
+    if profile.waits:
+        handles.append(Line2D([0], [0], color=WAIT_COLOUR, lw=1.3, marker=">", label="waits for (dependency)"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22 if len(tracks) < 4 else -0.12),
+              ncol=len(handles), fontsize=8, frameon=False)
+    devices = len({e.device for e in profile.events if e.device >= 0})
+    ax.set_title(title or f"schedule profile: {len(profile.events)} operations on {len(tracks)} queues of "
+                          f"{devices} device(s)", fontsize=10)
+    fig.tight_layout()
+    return fig
