@@ -5,6 +5,7 @@ program that drives a real GPU through `hcqsim.runtime` never loads the emulator
 """
 from __future__ import annotations
 
+import os as _os
 from importlib import metadata as _metadata
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,14 @@ from .errors import DeadlockError, DeviceFault, DeviceTimeout, Fault, HcqsimErro
 
 if TYPE_CHECKING:
     from .gpu import EmulatedGPU
+
+if _os.environ.get("HCQSIM_LOG"):  # logging levels for library users too (hcqsim/log.py)
+    from . import log as _log
+    try:
+        _log.configure()
+    except ValueError as _e:
+        import warnings as _warnings
+        _warnings.warn(str(_e), stacklevel=2)
 
 try:
     __version__ = _metadata.version("hcqsim")

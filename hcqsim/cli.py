@@ -1,41 +1,69 @@
 """The `hcqsim` command: conformance, info, disasm, trace.
 
-    hcqsim conformance --device sim [--target gfx1100|gfx942] [--record FILE] [--compare FILE] [--json]
-    hcqsim info [--device sim|AMD] [--gpus N] [--target ...]
-    hcqsim disasm pm4|sdma|isa|code-object [WORDS... | --file F|-] [--family/--sdma-version/--arch ...] (disasm_command.py)
-    hcqsim trace SCENARIO -o out.json [--target ...]
+    hcqsim conformance [--device sim|AMD] [--target gfx1100|gfx942] [--aql] [--record F] [--compare F] [--json]
+                       [--list] [NAME...]
+    hcqsim info [--device sim|AMD] [--gpus N] [--target ...] [--json]                       (info_command.py)
+    hcqsim disasm pm4|sdma|isa|code-object [WORDS... | --file F|-] [--family/--sdma-version/--arch ...]
+                                                                                            (disasm_command.py)
+    hcqsim trace SCENARIO -o out.json [--target ...]  |  hcqsim trace -o out.json -- python my_test.py
+                                                                                            (trace_command.py)
+    global: --version (also on every subcommand), -v / -vv (logging: info / debug; or HCQSIM_LOG=...)
 
-The conformance scenarios live in the checkout's top-level `conformance/` directory (they are data and a
-reference model, not part of the installed package); the command finds it next to the `hcqsim` package or at
-`--suite DIR`. Harness layer: it may import anything (docs/architecture.md).
+Every error ends in one line on stderr (`hcqsim <command>: ...`) and a documented exit status
+(hcqsim/command_status.py: 0 ok, 1 differences, 2 usage, 3 device or file unavailable, 4 internal error,
+130 interrupted, 141 stdout closed); never a traceback (`-vv` logs one for an internal error).
+
+The conformance suite (scenarios, reference model, runner, golden records) is the repository's top-level
+`conformance/` directory; the wheel ships the same files as the subpackage `hcqsim.conformance`. The command
+uses `--suite DIR`, else the checkout's directory beside this package, else the installed subpackage.
+Harness layer: it may import anything (docs/architecture.md).
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import logging
 import os
 import sys
 import time
 from pathlib import Path
 
-from . import disasm_command
+from . import disasm_command, info_command, trace_command
+from . import log as hcqsim_log
+from .command_status import (EXIT_BROKEN_PIPE, EXIT_DIFFERENT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNAVAILABLE,
+                             EXIT_USAGE, CommandError, unavailable, usage)
 
-EXIT_DIFFERENT = 1
-EXIT_USAGE = 2
+log = logging.getLogger("hcqsim.cli")
+SUITE_MODULES = ("effects", "reference", "runner", "scenarios")
 
 
-def _suite(path: str | None):
-    """Import the top-level `conformance` package (from --suite, or the checkout holding this package)."""
-    root = Path(path).resolve().parent if path else Path(__file__).resolve().parent.parent
-    if not (root / "conformance" / "scenarios.py").exists():
-        raise SystemExit(f"hcqsim: no conformance suite at {root / 'conformance'} (run from a checkout, or --suite DIR)")
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    import conformance.effects
-    import conformance.reference
-    import conformance.runner
-    import conformance.scenarios
-    return conformance
+def load_suite(path: str | None = None):
+    """The conformance package: `--suite DIR`, the checkout's `conformance/` beside the hcqsim package, or the
+    installed `hcqsim.conformance` (the same files, mapped into the wheel by pyproject.toml)."""
+    if path:
+        root = Path(path).resolve()
+        if not (root / "scenarios.py").is_file():
+            raise unavailable(f"--suite {path}: no conformance suite there (scenarios.py missing)")
+        return _import_suite(root.parent, root.name)
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "conformance" / "scenarios.py").is_file():
+        return _import_suite(checkout, "conformance")
+    try:
+        return _import_suite(None, "hcqsim.conformance")
+    except ImportError:
+        raise unavailable("no conformance suite: neither a checkout's conformance/ beside the hcqsim package nor "
+                          "an installed hcqsim.conformance (give --suite DIR)") from None
+
+
+def _import_suite(parent: Path | None, name: str):
+    if parent is not None and str(parent) not in sys.path:
+        sys.path.insert(0, str(parent))
+    package = importlib.import_module(name)
+    for module in SUITE_MODULES:
+        importlib.import_module(f"{name}.{module}")
+    log.info("conformance suite: %s", os.path.dirname(package.__file__))
+    return package
 
 
 class Progress:
@@ -66,40 +94,51 @@ def _table(rows: list[tuple[str, str, str]]) -> str:
 
 
 def cmd_conformance(args) -> int:
-    suite = _suite(args.suite)
+    suite = load_suite(args.suite)
     scen = suite.scenarios
+    if args.list:
+        return _list_scenarios(scen.SCENARIOS, args.json)
+    kind = _device_kind(args.device)
+    unknown = [n for n in args.scenario if n not in scen.NAMES]
+    if unknown:
+        raise usage(f"no scenario {', '.join(map(repr, unknown))} (hcqsim conformance --list names them)")
     chosen = [scen.get(n) for n in args.scenario] if args.scenario else scen.SCENARIOS
-    target = args.target
+    compare_paths = list(args.compare or [])
+    others = {path: _load_record(suite, path) for path in compare_paths}  # before any scenario runs
+    if args.record:
+        trace_command.check_writable(args.record)
+    target = args.target if kind == "sim" else _hardware_target(args.device)
+    options = {"aql": True} if args.aql else {}
     records, errors = {}, {}
     progress = Progress(len(chosen), enabled=not args.json)
     diffs: dict[str, list[str]] = {}
-    ran = []
     t0 = time.perf_counter()
     for i, sc in enumerate(chosen):
         progress.show(i, sc["name"])
+        started = time.perf_counter()
         try:
-            effects, counts = suite.runner.run_scenario(sc, args.device, target)
+            effects, counts = suite.runner.run_scenario(sc, args.device, target if kind == "sim" else None, **options)
         except Exception as e:  # a scenario that cannot run is a failure of that scenario, not of the command
             errors[sc["name"]] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            log.debug("scenario %s raised", sc["name"], exc_info=True)
             continue
         records[sc["name"]] = effects
-        ran.append(sc["name"])
         if not args.no_reference:
             expected = suite.reference.expected_effects(sc, counts)
             diffs.setdefault(sc["name"], []).extend(f"reference: {d}" for d in suite.effects.differences(expected, effects))
+        log.info("scenario %s: %s in %.2f s", sc["name"], "differs" if diffs.get(sc["name"]) else "ran",
+                 time.perf_counter() - started)
     progress.show(len(chosen), "")
-    device_name = args.device.split(":")[0]
-    record = suite.effects.record_file(device_name, target if device_name == "sim" else _hw_target(args.device), records)
-    compare_paths = list(args.compare or [])
+    record = suite.effects.record_file(kind, target, records)
     if not compare_paths and not args.no_golden:  # the three-way comparison: a hardware golden when there is one
         golden = Path(suite.__file__).parent / "golden" / f"AMD-{record['target']}.json"
-        if golden.exists() and device_name != "AMD":
+        if golden.exists() and kind != "AMD":
             compare_paths.append(str(golden))
+            others[str(golden)] = _load_record(suite, str(golden))
     for path in compare_paths:
-        other = suite.effects.load(path)
         label = os.path.basename(path)
-        for name, ds in suite.effects.compare_files({"scenarios": {k: v for k, v in other["scenarios"].items()
-                                                                   if k in records}}, {"scenarios": records}).items():
+        mine = {k: v for k, v in others[path]["scenarios"].items() if k in records}
+        for name, ds in suite.effects.compare_files({"scenarios": mine}, {"scenarios": records}).items():
             diffs.setdefault(name, []).extend(f"{label}: {d}" for d in ds)
     if args.record:
         Path(args.record).write_text(suite.effects.dumps(record))
@@ -111,84 +150,65 @@ def cmd_conformance(args) -> int:
                           "compared_with": ["reference"] * (not args.no_reference) + compare_paths},
                          sort_keys=True, indent=1))
     else:
-        rows = []
-        for sc in chosen:
-            n = sc["name"]
-            if n in errors:
-                rows.append((n, "ERROR", errors[n]))
-            elif diffs.get(n):
-                more = f" (+{len(diffs[n]) - 1} more)" if len(diffs[n]) > 1 else ""
-                rows.append((n, "FAIL", diffs[n][0] + more))
-            else:
-                rows.append((n, "pass", ""))
-        print(_table(rows))
+        print(_table([_row(sc["name"], errors, diffs) for sc in chosen]))
         against = ", ".join(["reference model"] * (not args.no_reference) + compare_paths) or "nothing"
-        print(f"\n{len(chosen) - len(failed)}/{len(chosen)} scenarios pass on {args.device} ({record['target']}), "
-              f"compared with {against}, in {time.perf_counter() - t0:.1f} s"
+        print(f"\n{len(chosen) - len(failed)}/{len(chosen)} scenarios pass on {args.device} ({record['target']}"
+              f"{', AQL' if args.aql else ''}), compared with {against}, in {time.perf_counter() - t0:.1f} s"
               + (f"; effects recorded in {args.record}" if args.record else ""))
     return EXIT_DIFFERENT if failed else 0
 
 
-def _hw_target(spec: str) -> str:
-    from .runtime import open_device
-    return open_device(spec).target
+def _row(name: str, errors: dict, diffs: dict) -> tuple[str, str, str]:
+    if name in errors:
+        return name, "ERROR", errors[name]
+    if diffs.get(name):
+        more = f" (+{len(diffs[name]) - 1} more)" if len(diffs[name]) > 1 else ""
+        return name, "FAIL", diffs[name][0] + more
+    return name, "pass", ""
 
 
-def cmd_info(args) -> int:
-    from .boundary import SYSFS_TOPOLOGY
-    from .runtime import open_devices
-    from .runtime.topology import parse_properties
-    kw = {"target": args.target} if args.device.startswith("sim") else {}
-    devs = open_devices(args.device, args.gpus, **kw)
-    try:
-        out = []
-        for d in devs:
-            p = d.node.props
-            bank = parse_properties(d.os.read_text(f"{SYSFS_TOPOLOGY}/nodes/{d.node.node}/mem_banks/0/properties"))
-            info = {"label": d.label, "target": d.target, "family": d.family, "sdma": d.sdma_version,
-                    "emulated": bool(d.os.emulated), "vram_bytes": bank.get("size_in_bytes", 0),
-                    "compute_queues": d.queue_count("compute"), "copy_queues": d.queue_count("copy"),
-                    "sdma_engines": p.get("num_sdma_engines", 0),
-                    "sdma_xgmi_engines": p.get("num_sdma_xgmi_engines", 0),
-                    "sdma_queues_per_engine": p.get("num_sdma_queues_per_engine", 0),
-                    "simd_count": p.get("simd_count", 0), "num_xcc": p.get("num_xcc", 1),
-                    "wave_front_size": p.get("wave_front_size", 0), "drm_render_minor": p.get("drm_render_minor", 0)}
-            out.append(info)
-        if args.json:
-            print(json.dumps(out, indent=1, sort_keys=True))
-        else:
-            for info in out:
-                print(f"{info['label']}: {info['target']} ({info['family']}, {info['sdma']}), "
-                      f"{'emulated' if info['emulated'] else 'hardware'}")
-                print(f"  memory: {info['vram_bytes'] / (1 << 30):.1f} GiB VRAM (host visible)")
-                print(f"  queues: {info['compute_queues']} compute, {info['copy_queues']} copy "
-                      f"({info['sdma_engines']} SDMA engines + {info['sdma_xgmi_engines']} XGMI, "
-                      f"{info['sdma_queues_per_engine']} queues each)")
-                print(f"  shader: {info['simd_count']} SIMDs, {info['num_xcc']} XCC(s), wave{info['wave_front_size']}")
-    finally:
-        for d in devs:
-            d.close()
+def _list_scenarios(scenarios: list[dict], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps([{"name": s["name"], "doc": s["doc"], "devices": s.get("devices", 1)} for s in scenarios],
+                         indent=1))
+        return 0
+    width = max(len(s["name"]) for s in scenarios)
+    for s in scenarios:
+        devices = f" [{s['devices']} GPUs]" if s.get("devices", 1) > 1 else ""
+        print(f"{s['name']:{width}}  {s['doc']}{devices}")
     return 0
 
 
-def cmd_trace(args) -> int:
-    from . import trace_events
-    suite = _suite(args.suite)
-    sc = suite.scenarios.get(args.scenario)
-    devs = suite.runner.open_for(sc, "sim", args.target)
+def _device_kind(spec: str) -> str:
+    from .runtime import parse_spec
     try:
-        suite.runner.Run(sc, devs).run()
-        events = []
-        for i, d in enumerate(devs):
-            gpu = d.os.system.gpus[d.index]
-            events += trace_events.from_trace_lines(gpu.trace_lines(), pid=i, process=f"{d.label} {d.target}")
-        trace_events.write(args.output, events)
-    finally:
-        for d in devs:
-            d.close()
-    print(f"{args.output}: {len(events)} trace events of scenario {sc['name']} "
-          f"(open in https://ui.perfetto.dev or chrome://tracing)")
-    return 0
+        return parse_spec(spec)[0]
+    except ValueError as e:
+        raise usage(f"--device {spec}: {e}") from None
+
+
+def _hardware_target(spec: str) -> str:
+    """The target of a real GPU, checked before any scenario runs: a missing /dev/kfd or GPU is one line now."""
+    from .boundary import KFD_PATH
+    from .runtime import NoDeviceError, open_device
+    if not os.path.exists(KFD_PATH):
+        raise unavailable(f"--device {spec}: {KFD_PATH} not found; this machine has no AMD GPU driven by KFD "
+                          f"(use --device sim)")
+    try:
+        return open_device(spec).target
+    except (NoDeviceError, IndexError) as e:
+        raise unavailable(f"--device {spec}: {e}") from None
+
+
+def _load_record(suite, path: str) -> dict:
+    try:
+        return suite.effects.load(path)
+    except FileNotFoundError:
+        raise unavailable(f"--compare {path}: no such file") from None
+    except OSError as e:
+        raise unavailable(f"--compare {path}: cannot read it ({e.strerror or e})") from None
+    except ValueError as e:  # not JSON, or not an effect record
+        raise unavailable(f"--compare {path}: not an effect record ({str(e).splitlines()[0]})") from None
 
 
 def _version() -> str:
@@ -196,62 +216,123 @@ def _version() -> str:
     return __version__
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one line (`hcqsim conformance: error: ... (see --help)`), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _common(p: argparse.ArgumentParser, top: bool = False) -> None:
+    p.add_argument("--version", action="version", version=f"hcqsim {_version()}", help="print hcqsim's version")
+    p.add_argument("-v", "--verbose", action="count", default=0 if top else argparse.SUPPRESS,
+                   help="log progress (-v) or everything (-vv) to stderr; also HCQSIM_LOG=info|debug")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hcqsim", description="hcqsim: emulated AMD GPU queues and the runtime over them")
-    p.add_argument("--version", action="version", version=f"hcqsim {_version()}")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = Parser(prog="hcqsim", description="hcqsim: emulated AMD GPU queues and the runtime over them",
+               epilog="exit status: 0 ok, 1 differences, 2 usage, 3 device or file unavailable, 4 internal error, "
+                      "130 interrupted, 141 stdout closed (hcqsim/command_status.py)")
+    _common(p, top=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     c = sub.add_parser("conformance", help="run the conformance scenarios and compare their effects")
+    _common(c)
     c.add_argument("--device", default="sim", help="sim (default), sim:N, AMD or AMD:N")
     c.add_argument("--target", default="gfx1100", choices=["gfx1100", "gfx942"], help="emulated target (sim)")
+    c.add_argument("--aql", action="store_true", help="compute queues are COMPUTE_AQL queues (kernels as AQL "
+                                                      "dispatch packets) instead of PM4 queues")
     c.add_argument("--record", metavar="FILE", help="write the effect records (canonical JSON) to FILE")
     c.add_argument("--compare", metavar="FILE", action="append",
                    help="compare with a recorded effect file (repeatable); default: conformance/golden/AMD-<target>.json "
                         "when it exists")
-    c.add_argument("--json", action="store_true", help="print the result as JSON (no progress bar)")
+    c.add_argument("--json", action="store_true", help="print the result (or --list) as JSON (no progress bar)")
+    c.add_argument("--list", action="store_true", help="list the scenarios (name and what each checks) and exit")
     c.add_argument("--no-reference", action="store_true", help="do not compare with the reference model")
     c.add_argument("--no-golden", action="store_true", help="do not compare with a hardware golden file by default")
-    c.add_argument("--suite", metavar="DIR", help="the conformance directory (default: the checkout's)")
-    c.add_argument("scenario", nargs="*", help="only these scenarios (default: all)")
+    c.add_argument("--suite", metavar="DIR", help="the conformance directory (default: the checkout's, else the "
+                                                  "installed hcqsim.conformance)")
+    c.add_argument("scenario", nargs="*", help="only these scenarios (default: all; see --list)")
     c.set_defaults(fn=cmd_conformance)
 
-    i = sub.add_parser("info", help="the topology as the runtime sees it")
-    i.add_argument("--device", default="sim")
-    i.add_argument("--gpus", type=int, default=1, help="how many GPUs (sim: the emulated system's size)")
-    i.add_argument("--target", default="gfx1100", choices=["gfx1100", "gfx942"])
-    i.add_argument("--json", action="store_true")
-    i.set_defaults(fn=cmd_info)
+    i = sub.add_parser("info", help="every GPU agent: CUs, SIMDs, waves, LDS, memory pools, queues, SDMA, firmware")
+    _common(i)
+    info_command.add_arguments(i)
+    i.set_defaults(fn=info_command.run)
 
     d = sub.add_parser("disasm", help="disassemble PM4 / SDMA streams, raw ISA or code objects")
     disasm_command.add_arguments(d)
     d.set_defaults(fn=disasm_command.run)
 
-    t = sub.add_parser("trace", help="run one scenario on the emulator and write its timeline (trace-event JSON)")
-    t.add_argument("scenario")
-    t.add_argument("-o", "--output", required=True)
-    t.add_argument("--target", default="gfx1100", choices=["gfx1100", "gfx942"])
-    t.add_argument("--suite", metavar="DIR")
-    t.set_defaults(fn=cmd_trace)
+    t = sub.add_parser("trace", help="write the emulator's timeline (trace-event JSON) of a scenario or of your "
+                                     "program (hcqsim trace -o t.json -- python my_test.py)")
+    _common(t)
+    trace_command.add_arguments(t)
+    t.set_defaults(fn=lambda args: trace_command.run(args, load_suite))
 
     from .native import command as native_command  # `hcqsim run`: hcqsim/native/command.py
     r = sub.add_parser("run", help="run an unmodified native ROCm program (rocminfo, HIP) on an emulated machine")
+    _common(r)
     native_command.add_arguments(r)
     r.set_defaults(fn=native_command.run)
     return p
 
 
+def _split_program(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`hcqsim trace ... -- CMD ARGS`: the command after `--` is the program to trace, not hcqsim's."""
+    if "--" in argv and "trace" in argv[:argv.index("--")]:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    return argv, []
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv, program = _split_program(list(sys.argv[1:] if argv is None else argv))
     p = parser()
     args, extra = p.parse_known_args(argv)
     if extra and args.command == "disasm" and not any(x.startswith("-") for x in extra):
         args.words = list(args.words) + extra  # hex words after an option (argparse stops at the first option)
     elif extra:
         p.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.program = program
+    name = f"hcqsim {args.command}"
     try:
-        return args.fn(args)
-    except KeyError as e:  # an unknown scenario name
-        print(f"hcqsim: {e.args[0]}", file=sys.stderr)
+        hcqsim_log.configure(getattr(args, "verbose", 0))
+    except ValueError as e:
+        print(f"{name}: {e}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        status = args.fn(args)
+        sys.stdout.flush()
+        return status
+    except CommandError as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        return e.status
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as e:  # a file or device the command needed
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"{name}: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except Exception as e:
+        log.debug("internal error", exc_info=True)
+        first = str(e).splitlines()[0] if str(e) else ""
+        print(f"{name}: internal error: {type(e).__name__}: {first} (a bug in hcqsim; -vv logs the traceback)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _silence_stdout() -> None:
+    """The reader went away: point stdout at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

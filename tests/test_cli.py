@@ -50,7 +50,7 @@ def test_an_unknown_scenario_is_a_usage_error(capsys):
 def test_info_shows_the_topology(capsys):
     assert main(["info", "--target", "gfx942", "--gpus", "2", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert len(info) == 2 and info[0]["target"] == "gfx942" and info[0]["compute_queues"] >= 1
+    assert len(info) == 2 and info[0]["target"] == "gfx942" and info[0]["queues"]["compute"] >= 1
     assert info[1]["label"].startswith("GPU 1")
 
 
