@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         args.words = list(args.words) + extra  # hex words after an option (argparse stops at the first option)
     elif extra:
         p.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.program = program
+    args.traced_program = program  # the program after `--` of `hcqsim trace`
     name = f"hcqsim {args.command}"
     try:
         hcqsim_log.configure(getattr(args, "verbose", 0))

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args, suite_loader) -> int:
     """`suite_loader(path)` returns the conformance package (cli.py finds it)."""
-    program = getattr(args, "program", None) or []
+    program = getattr(args, "traced_program", None) or []
     if bool(program) == bool(args.scenario):
         raise usage("give a SCENARIO or a program after -- (e.g. hcqsim trace -o t.json -- python my_test.py)")
     check_writable(args.output)
