@@ -242,6 +242,7 @@ SRC_VGPRS = (10, 12, 14)
 DST_VGPR = 2
 CARRY_IN_SGPR = 40  # s40 (wave32) / s[40:41] (wave64): a lane-mask source of an e64 form
 SDST_SGPR = 30  # s30 / s[30:31]: the lane-mask destination of an e64 form
+SCALAR_SRC_SGPRS = (20, 22, 24)  # source i as an SGPR (GFX9 SDWA S0/S1): s20, s22, s24
 
 
 @dataclass
@@ -252,8 +253,10 @@ class Src:
     neg: bool = False
     abs: bool = False
     hi: bool = False  # op_sel / .h: the high 16 bits of the register
-    where: str = "v"  # "v": VGPR SRC_VGPRS[i]; "vcc" / "sgpr": a lane mask ("bit" operands); "dst": the
-    # destination register's old value (accumulators)
+    where: str = "v"  # "v": VGPR SRC_VGPRS[i]; "s": SGPR SCALAR_SRC_SGPRS[i] (one value per wave); "vcc" /
+    # "sgpr": a lane mask ("bit" operands); "dst": the destination register's old value (accumulators)
+    sel: int = 6  # SDWA SRCn_SEL (0-3 BYTE_n, 4/5 WORD_0/1, 6 DWORD) and SEXT: the part of the register read
+    sext: bool = False
 
 
 @dataclass(frozen=True)
@@ -345,6 +348,10 @@ class ValuCase:
                 raw.append([a | b << 16 for a, b in zip(lo, hi)])
             else:
                 raw.append(values(s.kind, n, r))
+        lanes = LANES[self.arch]
+        for i, s in enumerate(self.srcs):
+            if s.where == "s":  # an SGPR source holds one value per wave
+                raw[i] = [raw[i][k - k % lanes] for k in range(n)]
         old = [r.getrandbits(64) for _ in range(n)]
         for s, col in zip(self.srcs, raw):
             if s.where == "dst":  # an accumulator read from the destination register (v_fmac, v_mac)
@@ -385,6 +392,9 @@ class ValuCase:
         vcc = None
         for i, (src, col) in enumerate(zip(self.srcs, raw)):
             if src.where == "dst":
+                continue
+            if src.where == "s":
+                s[SCALAR_SRC_SGPRS[i]] = np.array(col[::LANES[self.arch]], np.uint32)
                 continue
             if src.kind == "bit":
                 lanes = np.array(col, bool)
@@ -577,6 +587,139 @@ def variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Callable
             line = f"{mn} {', '.join(parts + texts)}" + (" clamp" if clamp else "") + OMOD_TEXT[omod]
             out.append(ValuCase(arch, line, fn, case_srcs, dst, sdst=mask_dst, dst_hi=dst_hi, clamp=clamp, omod=omod,
                                 int_clamp=int_clamp, zero_hi=zero_hi, hi_any=hi_any, compare=compare, doc=doc))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# GFX9 SDWA forms: byte/word selects of the sources, the result placed in a byte/word of the destination
+
+SDWA_SELS = ("BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3", "WORD_0", "WORD_1", "DWORD")
+SDWA_UNUSED = ("UNUSED_PAD", "UNUSED_SEXT", "UNUSED_PRESERVE")
+_SDWA_FIELD = {0: (0, 8), 1: (8, 8), 2: (16, 8), 3: (24, 8), 4: (0, 16), 5: (16, 16), 6: (0, 32)}  # (shift, bits)
+
+
+def sdwa_select(raw32: int, sel: int, sext: bool) -> int:
+    """SRCn_SEL / SRCn_SEXT: the selected byte or word of a 32-bit register, zero- or sign-extended to 32 bits."""
+    shift, bits = _SDWA_FIELD[sel]
+    x = (raw32 >> shift) & ((1 << bits) - 1)
+    if sext and bits < 32 and x >> (bits - 1):
+        x |= 0xFFFFFFFF ^ ((1 << bits) - 1)
+    return x
+
+
+def sdwa_place(result: int, old32: int, sel: int, unused: int) -> int:
+    """DST_SEL / DST_UNUSED: the result's low bits in the selected byte or word; the other bits zero
+    (UNUSED_PAD), or the bits above the sign of the placed part and zeros below (UNUSED_SEXT), or the old
+    register's bits (UNUSED_PRESERVE)."""
+    shift, bits = _SDWA_FIELD[sel]
+    if bits == 32:
+        return result & 0xFFFFFFFF
+    field_mask = ((1 << bits) - 1) << shift
+    placed = (result << shift) & field_mask
+    if unused == 2:
+        return (old32 & ~field_mask & 0xFFFFFFFF) | placed
+    top = shift + bits
+    if unused == 1 and placed >> (top - 1) & 1:
+        return placed | (0xFFFFFFFF & ~((1 << top) - 1))
+    return placed
+
+
+@dataclass
+class SdwaCase(ValuCase):
+    """A VOP1/VOP2 instruction with an SDWA dword: each source's `sel`/`sext` picks what the operation reads,
+    `dst_sel`/`dst_unused` where its result goes. A 16-bit result under DST_SEL:DWORD leaves bits 31:16 open
+    (not asserted)."""
+
+    dst_sel: int = 6
+    dst_unused: int = 0
+
+    def expected(self, raw, old, exec_lanes):
+        from isa_reference import ANY
+        out = []
+        kw = {"clamp": self.clamp} if self.int_clamp else {}
+        for lane in range(self.vectors):
+            args = []
+            for s, col in zip(self.srcs, raw):
+                x = col[lane]
+                if s.kind != "bit":
+                    x = sdwa_select(x & 0xFFFFFFFF, s.sel, s.sext)
+                    if WIDTH[s.kind] == 16:
+                        x &= 0xFFFF
+                args.append(_apply_mods(x, s))
+            res = self.ref(*args, **kw)
+            bit = None
+            if self.sdst is not None:
+                res, bit = res
+            if res != ANY and _fmt_of(self.dst) is not None and not self.int_clamp:
+                res = _omod_clamp(res, self.dst, self.omod, self.clamp)
+            out.append((res, bit))
+        return out
+
+    def _dst_expect(self, res: int, old: int) -> int:
+        return sdwa_place(res, old & 0xFFFFFFFF, self.dst_sel, self.dst_unused)
+
+    def _matches(self, res: int, got: int, old: int) -> bool:
+        from isa_reference import ANY, QNAN, is_nan
+        if res == ANY:
+            return True
+        width = WIDTH[self.dst]
+        shift, bits = _SDWA_FIELD[self.dst_sel]
+        landed = min(bits, width)  # result bits that reach the register
+        field = (got >> shift) & ((1 << landed) - 1)
+        if res == QNAN:  # any quiet NaN; a part of one (BYTE of an f16, WORD of an f32) is any bits
+            f = _fmt_of(self.dst)
+            if landed == width and not (is_nan(field, f) and (self.compare.nan == "any" or field & f.quiet_bit)):
+                return False
+            res = field
+        if bits == 32 and width == 16:
+            return (got & 0xFFFF) == res
+        return got == self._dst_expect(res, old)
+
+
+def sdwa_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Callable, doc: str, *, n: int = 6,
+                  int_clamp: bool = False, out_mods: bool | None = None, fmods: bool | str | None = None,
+                  sdst: str | None = None, sext_ok: bool = True, seed: str = "") -> list[SdwaCase]:
+    """`n` SDWA forms (name_sdwa) of one VOP1/VOP2 opcode with random selects: SRCn_SEL and (integer and bit
+    sources, `sext_ok`) SEXT per source, neg/abs on float sources (`fmods`), sometimes one source in an SGPR
+    (GFX9 SDWA S0/S1), DST_SEL and DST_UNUSED, clamp and omod (`out_mods`). A "bit" source is VCC; `sdst` "mask"
+    adds VCC as a carry-out destination (VOP2 SDWA has no SDST)."""
+    r = rng(arch, name, "sdwa", seed)
+    if fmods is None:
+        fmods = any(_fmt_of(k) is not None for k in srcs)
+    if out_mods is None:
+        out_mods = _fmt_of(dst) is not None or int_clamp
+    out = []
+    for _ in range(n):
+        data = [i for i, k in enumerate(srcs) if k != "bit"]
+        # one SGPR source at most, and none beside VCC: the constant bus takes one scalar value
+        scalar = r.choice(data) if data and "bit" not in srcs and r.random() < 0.25 else None
+        case_srcs, texts, sels = [], [], []
+        for i, k in enumerate(srcs):
+            if k == "bit":
+                case_srcs.append(Src("bit", where="vcc"))
+                texts.append(mask_operand(arch, "vcc"))
+                continue
+            is_f = _fmt_of(k) is not None or fmods == "all"
+            neg = bool(fmods and is_f and r.random() < 0.35)
+            ab = bool(fmods and is_f and r.random() < 0.25)
+            sext = bool(sext_ok and _fmt_of(k) is None and not (neg or ab) and r.random() < 0.4)
+            sel = r.choice(range(7))
+            as_float = {16: "f16", 32: "f32"}[WIDTH[k]]
+            case_srcs.append(Src(k if _fmt_of(k) is not None or not (neg or ab) else as_float, neg=neg, abs=ab,
+                                 where="s" if i == scalar else "v", sel=sel, sext=sext))
+            t = f"s{SCALAR_SRC_SGPRS[i]}" if i == scalar else f"v{SRC_VGPRS[i]}"
+            t = f"sext({t})" if sext else t
+            t = f"|{t}|" if ab else t
+            texts.append(f"-{t}" if neg else t)
+            sels.append(f"src{len(sels)}_sel:{SDWA_SELS[sel]}")
+        clamp = bool(out_mods and r.random() < 0.35)
+        omod = r.choice([0, 0, 1, 2, 3]) if (out_mods and _fmt_of(dst) is not None) else 0
+        dst_sel, unused = r.choice(range(7)), r.choice(range(3))
+        parts = [f"v{DST_VGPR}"] + ([mask_operand(arch, "vcc")] if sdst == "mask" else [])
+        line = (f"{name}_sdwa {', '.join(parts + texts)}" + (" clamp" if clamp else "") + OMOD_TEXT[omod] +
+                f" dst_sel:{SDWA_SELS[dst_sel]} dst_unused:{SDWA_UNUSED[unused]} " + " ".join(sels))
+        out.append(SdwaCase(arch, line, fn, case_srcs, dst, sdst="vcc" if sdst == "mask" else None, clamp=clamp,
+                            omod=omod, int_clamp=int_clamp, doc=doc, dst_sel=dst_sel, dst_unused=unused))
     return out
 
 

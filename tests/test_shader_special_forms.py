@@ -78,3 +78,23 @@ def test_v_cvt_pk_u16_and_i16_f32_truncate_and_saturate_each_half():
              12: lanes_of("gfx1100", int(np.float32(b).view(np.uint32)))}
         assert run_instruction("gfx1100", "v_cvt_pk_u16_f32 v2, v10, v12", waves=1, v=v).W.v[0, 2, 0] == want_u
         assert run_instruction("gfx1100", "v_cvt_pk_i16_f32 v2, v10, v12", waves=1, v=v).W.v[0, 2, 0] == want_i
+
+
+def test_a_16_bit_op_reading_an_aperture_constant_reads_the_low_half_of_its_32_bit_value():
+    """src_shared_limit reads as the 32-bit register value 0x00010000 (the high half of the aperture limit
+    0x0001_0000_ffff_ffff; issue 22: an "internal emulator error" before); a 16-bit operand takes bits 15:0 of it,
+    as of any 32-bit register."""
+    for arch, line in (("gfx942", "v_add_u16_e32 v2, src_shared_limit, v10"),
+                       ("gfx1100", "v_add_nc_u16 v2.l, src_shared_limit, v10.l")):
+        st = run_instruction(arch, line, waves=1, v={2: lanes_of(arch, 0xAAAA0000), 10: lanes_of(arch, 0x00050003)})
+        low = int(st.W.v[0, 2, 0]) & 0xFFFF
+        assert low == 0x0000 + 3, (arch, hex(int(st.W.v[0, 2, 0])))
+    st = run_instruction("gfx942", "v_add_f16_e32 v2, src_shared_base, v10", waves=1,
+                         v={10: lanes_of("gfx942", 0x3C00)})  # 0x0000 (+0.0) + 1.0
+    assert int(st.W.v[0, 2, 0]) == 0x3C00
+
+
+def test_a_packed_16_bit_op_reads_both_halves_of_an_aperture_constant():
+    st = run_instruction("gfx942", "v_pk_add_u16 v2, src_private_base, v10", waves=1,
+                         v={10: lanes_of("gfx942", 0x00050003)})
+    assert int(st.W.v[0, 2, 0]) == 0x00070003  # src_private_base = 0x00020000: <0x0000 + 3, 0x0002 + 5>

@@ -144,17 +144,17 @@ def _f32_to_f16_rtz(x):
 def _to_norm(x, signed: bool):
     """f32_to_snorm / f32_to_unorm: clamp to [-1, 1] ([0, 1]), scale by 32767 (65535), round to nearest even
     (exact: the scaled value is formed in float64); NaN gives 0."""
-    x = np.asarray(x).astype(F64)
     lo, scale, dt = (-1.0, 32767.0, I16) if signed else (0.0, 65535.0, U16)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # a signalling NaN raises "invalid" in the f32 -> f64 conversion
+        x = np.asarray(x).astype(F64)
         v = np.rint(np.clip(x, lo, 1.0) * scale)
     return np.where(np.isnan(x), 0, v).astype(dt)
 
 
 def _to_u8(x):
     """f32_to_u8 (v_cvt_pk_u8_f32): round to nearest even, saturate to [0, 255], NaN gives 0."""
-    x = np.asarray(x).astype(F64)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # a signalling NaN raises "invalid" in the f32 -> f64 conversion
+        x = np.asarray(x).astype(F64)
         v = np.clip(np.rint(x), 0, 255)
     return np.where(np.isnan(x), 0, v).astype(U32)
 
@@ -391,8 +391,8 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_cvt_f32_u32": ("f32", ("u32",), lambda a: a.astype(F32)),
     "v_cvt_i32_f32": ("i32", ("f32",), lambda a: _cvt_f32_to_int(a, I32)),
     "v_cvt_u32_f32": ("u32", ("f32",), lambda a: _cvt_f32_to_int(a, U32)),
-    "v_cvt_floor_i32_f32": ("i32", ("f32",), lambda a: _cvt_f32_to_int(np.floor(a), I32)),
-    "v_cvt_nearest_i32_f32": ("i32", ("f32",), lambda a: _cvt_f32_to_int(np.floor(a + F32(0.5)), I32)),
+    "v_cvt_floor_i32_f32": ("i32", ("f32",), _f(lambda a: _cvt_f32_to_int(np.floor(a), I32))),
+    "v_cvt_nearest_i32_f32": ("i32", ("f32",), _f(lambda a: _cvt_f32_to_int(np.floor(a + F32(0.5)), I32))),
     "v_div_fixup_f32": ("f32", ("f32", "f32", "f32"), fpmath.div_fixup),
     # 16-bit float and integer (unpacked)
     "v_add_f16": ("f16", ("f16", "f16"), _f(lambda a, b: a + b)),
@@ -415,7 +415,7 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_div_fixup_f16": ("f16", ("f16",) * 3, fpmath.div_fixup),
     "v_subrev_nc_u16": ("u16", ("u16", "u16"), lambda a, b: b - a),
     "v_cvt_f16_f32": ("f16", ("f32",), _f(fpmath.f32_to_f16)),
-    "v_cvt_f32_f16": ("f32", ("f16",), lambda a: fpmath.quiet(a.astype(F32))),
+    "v_cvt_f32_f16": ("f32", ("f16",), _f(lambda a: fpmath.quiet(a.astype(F32)))),
     "v_add_nc_u16": ("u16", ("u16", "u16"), lambda a, b: a + b),
     "v_sub_nc_u16": ("u16", ("u16", "u16"), lambda a, b: a - b),
     "v_mul_lo_u16": ("u16", ("u16", "u16"), lambda a, b: a * b),
@@ -448,7 +448,8 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_exp_f16": ("f16", ("f16",), _f(np.exp2)), "v_log_f16": ("f16", ("f16",), _f(np.log2)),
     "v_cvt_i16_f16": ("i16", ("f16",), lambda a: _cvt_f32_to_int(a, I16)),
     "v_cvt_u16_f16": ("u16", ("f16",), lambda a: _cvt_f32_to_int(a, U16)),
-    "v_cvt_f16_i16": ("f16", ("i16",), lambda a: a.astype(F16)), "v_cvt_f16_u16": ("f16", ("u16",), lambda a: a.astype(F16)),
+    "v_cvt_f16_i16": ("f16", ("i16",), lambda a: a.astype(F16)),
+    "v_cvt_f16_u16": ("f16", ("u16",), _f(lambda a: a.astype(F16))),  # 65520 and up round to +inf: "overflow"
     "v_max_f64": ("f64", ("f64", "f64"), vmax), "v_min_f64": ("f64", ("f64", "f64"), vmin),
     "v_rcp_f64": ("f64", ("f64",), _f(lambda a: 1 / a)), "v_sqrt_f64": ("f64", ("f64",), _f(np.sqrt)),
     "v_rsq_f64": ("f64", ("f64",), _f(lambda a: 1 / np.sqrt(a))),
@@ -464,7 +465,7 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_add_f64": ("f64", ("f64", "f64"), _f(lambda a, b: a + b)),
     "v_mul_f64": ("f64", ("f64", "f64"), _f(lambda a, b: a * b)),
     "v_fma_f64": ("f64", ("f64",) * 3, _fma), "v_fmac_f64": ("f64", ("f64",) * 3, _fma),
-    "v_cvt_f64_f32": ("f64", ("f32",), lambda a: fpmath.quiet(a.astype(F64))),
+    "v_cvt_f64_f32": ("f64", ("f32",), _f(lambda a: fpmath.quiet(a.astype(F64)))),
     "v_cvt_f32_f64": ("f32", ("f64",), _f(lambda a: fpmath.quiet(a.astype(F32)))),
     "v_cvt_f64_i32": ("f64", ("i32",), lambda a: a.astype(F64)),
     "v_cvt_f64_u32": ("f64", ("u32",), lambda a: a.astype(F64)),

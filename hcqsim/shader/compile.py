@@ -11,6 +11,7 @@ instruction word, its format, mnemonic and PC; nothing runs with a wrong answer.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import replace
 
 from . import coverage
@@ -26,7 +27,7 @@ from .valu import compile_valu, compile_vopd
 
 # ---------------------------------------------------------------------------------------------------
 
-__all__ = ["compile_instr", "COMPILERS", "Context", "Run", "ShaderFault", "ShaderUnsupported"]
+__all__ = ["compile_instr", "COMPILERS", "Context", "InstructionCache", "Run", "ShaderFault", "ShaderUnsupported"]
 
 COMPILERS = {
     "SOP1": compile_sop1, "SOP2": compile_sop2, "SOPC": compile_sopc, "SOPK": compile_sopk, "SOPP": compile_sopp,
@@ -68,3 +69,35 @@ def gfx9_as_gfx11(instr: Instr, ctx: Context) -> Instr:
         name = name.replace("ds_cmpst_", "ds_cmpstore_")
         f["data0"], f["data1"] = f["data1"], f["data0"]
     return replace(instr, family=family, mnemonic=name, fields=f)
+
+
+class InstructionCache:
+    """Compiled instructions by key (the core's (pc, code, lanes, vgprs, accum_offset)), least recently used first
+    out past `capacity` entries: memory stays bounded however many distinct kernels a process runs, and an evicted
+    instruction is only compiled again (a closure depends on nothing but its key)."""
+
+    CAPACITY = 32768  # entries (the core keys each instruction twice): the hot instructions of any real kernel fit
+
+    def __init__(self, capacity: int | None = None):
+        self.capacity = capacity or self.CAPACITY
+        self._runs: OrderedDict = OrderedDict()
+        self.evictions = 0
+
+    def get(self, key) -> Run | None:
+        run = self._runs.get(key)
+        if run is not None:
+            self._runs.move_to_end(key)
+        return run
+
+    def __setitem__(self, key, run: Run) -> None:
+        self._runs[key] = run
+        self._runs.move_to_end(key)
+        while len(self._runs) > self.capacity:
+            self._runs.popitem(last=False)
+            self.evictions += 1
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __contains__(self, key) -> bool:
+        return key in self._runs

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import EngineError, RunawayStop, UnsupportedError, VMFaultError
 from ..registers import RSRC2
 from . import fpmode
-from .compile import compile_instr
+from .compile import InstructionCache, compile_instr
 from .decoder import decode
 from .dispatch import Dispatch
 from .operands import Context, ShaderFault
@@ -60,7 +60,7 @@ class ShaderCore:
     def __init__(self, gpu, arch: str | None = None):
         self.gpu = gpu
         self.arch = arch or gpu.target.name
-        self._compiled: dict[tuple, object] = {}  # (pc, words, lanes, vgprs) -> closure, across dispatches
+        self._compiled = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> closure, across dispatches (LRU)
         self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "lane_instructions": 0}
 
     # -- the dispatch --------------------------------------------------------------------------------
@@ -116,7 +116,8 @@ class ShaderCore:
             if scratch is not None:  # wave slot i owns [base + i * wavesize, + wavesize), lanes side by side
                 W.scratch_base = scratch[0] + np.arange(W.n, dtype=np.uint64) * np.uint64(scratch[1])
                 W.scratch_lane = scratch[1] // lanes
-            self._run(W, d, ctx)
+            with np.errstate(all="ignore"):  # IEEE exceptions are flags, not traps: no numpy warning reaches the user
+                self._run(W, d, ctx)
             total_waves += W.n
         return total_waves
 

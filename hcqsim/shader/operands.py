@@ -18,6 +18,10 @@ from .waves import EXEC, M0, NULL, VCC, Waves
 
 SHARED_APERTURE = 1 << 48  # facts 1.2: the LDS aperture of flat addresses (high 32 bits in src_shared_base)
 PRIVATE_APERTURE = 2 << 48
+# src_shared_base / limit, src_private_base / limit: the aperture address each names (32-bit operands read its high
+# 32 bits, as a register holding them; 16-bit operands one half of those)
+APERTURE_CODES = {fm.SRC_SHARED_BASE: SHARED_APERTURE, fm.SRC_PRIVATE_BASE: PRIVATE_APERTURE,
+                  fm.SRC_SHARED_LIMIT: SHARED_APERTURE + (1 << 32) - 1, fm.SRC_PRIVATE_LIMIT: PRIVATE_APERTURE + (1 << 32) - 1}
 
 
 class ShaderUnsupported(UnsupportedError):
@@ -74,11 +78,8 @@ def _const_bits(code: int, bits: int, is_float: bool, literal: int | None, null:
         if bits == 64:  # a 32-bit literal for a 64-bit operand: the high half for floats, zero-extended else
             return literal << 32 if is_float else literal
         return literal & ((1 << bits) - 1)
-    apertures = {fm.SRC_SHARED_BASE: SHARED_APERTURE, fm.SRC_PRIVATE_BASE: PRIVATE_APERTURE,
-                 fm.SRC_SHARED_LIMIT: SHARED_APERTURE + (1 << 32) - 1,
-                 fm.SRC_PRIVATE_LIMIT: PRIVATE_APERTURE + (1 << 32) - 1}
-    if code in apertures:  # a 64-bit operand reads the whole address (LLVM: s_mov_b64 s[0:1], src_shared_base)
-        return apertures[code] if bits == 64 else apertures[code] >> 32
+    if code in APERTURE_CODES:  # a 64-bit operand reads the whole address (LLVM: s_mov_b64 s[0:1], src_shared_base)
+        return APERTURE_CODES[code] if bits == 64 else APERTURE_CODES[code] >> 32
     if code == null:
         return 0
     return fm.inline_bits(code, bits, is_float)
@@ -126,6 +127,8 @@ def vsrc(ctx: Context, instr: Instr, code: int, typ: str, hi: bool = False) -> C
     is_float = typ.startswith("f")
     if bits == 16 and code == fm.LITERAL and instr.literal is not None:  # a packed literal holds both halves
         value = (instr.literal >> 16 if hi else instr.literal) & 0xFFFF
+    elif bits == 16 and code in APERTURE_CODES:  # a 32-bit register value: a 16-bit operand reads one half of it
+        value = (_const_bits(code, 32, False, None, ctx.null) >> (16 if hi else 0)) & 0xFFFF
     else:
         value = _const_bits(code, bits, is_float, instr.literal, ctx.null)
     if value is None:

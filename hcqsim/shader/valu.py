@@ -197,26 +197,53 @@ def _result_writer(instr: Instr, ctx: Context, name: str, out_t: str):
     return vdst_writer(ctx, instr, f["vdst"], out_t, hi=hi, zero_hi=zero_hi)
 
 
+def _sdwa_readers(instr: Instr, ctx: Context, in_ts) -> list:
+    """Readers of an SDWA instruction's sources: each a byte/word/dword select of a 32-bit register (VGPR, or
+    SGPR/constant with S0/S1), zero- or (SEXT) sign-extended, read as the operation's type, then neg/abs on
+    float types. neg/abs bits on an integer source have no meaning and are refused."""
+    f, name = instr.fields, instr.mnemonic
+    codes = [fg9.src0_code(f)] + ([fg9.src1_code(f)] if instr.family in ("VOP2", "VOPC") else [])
+    if name in ("v_fmac_f32", "v_mac_f32"):
+        codes.append(f["vdst"] + fm.VGPR_BASE)
+    abs_bits = sum(f.get(f"src{i}_abs", 0) << i for i in range(len(codes)))
+    neg_bits = sum(f.get(f"src{i}_neg", 0) << i for i in range(len(codes)))
+    check_no_int_modifiers(ctx, instr, in_ts, abs_bits, neg_bits)
+    readers = []
+    for i, (code, typ) in enumerate(zip(codes, in_ts)):
+        raw = vsrc(ctx, instr, code, "b32")
+        sel, sext = f.get(f"src{i}_sel", 6), bool(f.get(f"src{i}_sext", 0))
+        readers.append(source_modifiers(lambda W, w, r=raw, s=sel, x=sext, t=typ: _as_type(sdwa.select(r(W, w), s, x), t),
+                                        typ, bool(abs_bits >> i & 1), bool(neg_bits >> i & 1)))
+    return readers
+
+
+def _sdwa_dst(instr: Instr, ctx: Context):
+    """(vdst, writer(W, w, bits32, lanes)): the result's low bits placed at DST_SEL, the rest per DST_UNUSED."""
+    f = instr.fields
+    dst = f["vdst"]
+    if dst >= ctx.vgprs:
+        raise ctx.unsupported(instr, f"writes v{dst}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
+    dst_sel, unused = f["dst_sel"], f["dst_unused"]
+
+    def write(W, w, bits, lanes):
+        old = W.v[w, dst]
+        W.v[w, dst] = np.where(lanes, sdwa.place(np.broadcast_to(bits, lanes.shape), old, dst_sel, unused), old)
+    return write
+
+
 def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
     """A GFX9 VOP1/VOP2/VOPC instruction with an SDWA dword: sources are byte/word selects of 32-bit
     registers (VGPRs, or SGPRs/constants with S0/S1), the result is placed per DST_SEL / DST_UNUSED."""
     f, name = instr.fields, instr.mnemonic
+    if name in alu.CARRY:
+        return _compile_sdwa_carry(instr, ctx)
     cmp = alu.compare(name)
     entry = alu.VALU.get(name)
     if cmp is None and entry is None:
         raise ctx.unsupported(instr, "VALU operation not implemented with SDWA")
     in_ts = (cmp[0], cmp[0]) if cmp else tuple(t for t in entry[1] if t != "mask")
     takes_vcc = entry is not None and "mask" in entry[1]
-    codes = [fg9.src0_code(f)] + ([fg9.src1_code(f)] if instr.family in ("VOP2", "VOPC") else [])
-    if name in ("v_fmac_f32", "v_mac_f32"):
-        codes.append(f["vdst"] + fm.VGPR_BASE)
-    readers = []
-    for i, (code, typ) in enumerate(zip(codes, in_ts)):
-        raw = vsrc(ctx, instr, code, "b32")
-        sel, sext = f.get(f"src{i}_sel", 6), bool(f.get(f"src{i}_sext", 0))
-        abs_, neg = bool(f.get(f"src{i}_abs", 0)), bool(f.get(f"src{i}_neg", 0))
-        readers.append(source_modifiers(lambda W, w, r=raw, s=sel, x=sext, t=typ: _as_type(sdwa.select(r(W, w), s, x), t),
-                                  typ, abs_, neg))
+    readers = _sdwa_readers(instr, ctx, in_ts)
     if takes_vcc:  # v_cndmask_b32_sdwa: the lane mask is VCC
         readers.append(lambda W, w: W.lanes_of(w, VCC))
     step = advance(instr.size)
@@ -233,16 +260,13 @@ def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
             step(W, w)
         return run_cmp
     out_t, _, fn = entry
-    dst = f["vdst"]
-    if dst >= ctx.vgprs:
-        raise ctx.unsupported(instr, f"writes v{dst}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
+    write = _sdwa_dst(instr, ctx)
     post = float_post(out_t, f.get("clamp", 0), f.get("omod", 0), ctx.dx10_clamp)
     saturate = None
     if f.get("clamp", 0) and not out_t.startswith("f"):
         if name not in SATURATING:
             raise ctx.unsupported(instr, "integer clamp on an operation without a saturating form")
         saturate = alu.saturator(out_t)
-    dst_sel, unused = f["dst_sel"], f["dst_unused"]
 
     def run(W, w):
         lanes = W.exec_lanes(w)
@@ -253,11 +277,41 @@ def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
             value = np.asarray(fn(*args)).astype(DTYPES[out_t], copy=False)
         if post is not None:
             value = post(value)
-        bits = value.view(U16).astype(U32) if WIDTH[out_t] == 16 else value.view(U32)
-        old = W.v[w, dst]
-        W.v[w, dst] = np.where(lanes, sdwa.place(np.broadcast_to(bits, lanes.shape), old, dst_sel, unused), old)
+        write(W, w, value.view(U16).astype(U32) if WIDTH[out_t] == 16 else value.view(U32), lanes)
         step(W, w)
     return run
+
+
+def _compile_sdwa_carry(instr: Instr, ctx: Context) -> Run:
+    """v_add/sub/subrev_co_u32 and v_addc/subb/subbrev_co_u32 with SDWA: the 32-bit operation on the selected
+    (zero- or sign-extended) operands; the carry in is VCC, the carry/borrow out goes to VCC (VOP2 SDWA has no
+    SDST), the 32-bit result is placed per DST_SEL / DST_UNUSED. clamp saturates the result (`carry_clamp`)."""
+    fn, carry_in, swap = alu.CARRY[instr.mnemonic]
+    ra, rb = _sdwa_readers(instr, ctx, ("u32", "u32"))
+    if swap:
+        ra, rb = rb, ra
+    write = _sdwa_dst(instr, ctx)
+    clamp = carry_clamp(instr.mnemonic) if instr.fields.get("clamp", 0) else None
+    step = advance(instr.size)
+
+    def run(W, w):
+        lanes = W.exec_lanes(w)
+        ci = W.lanes_of(w, VCC) if carry_in else np.zeros(lanes.shape, bool)
+        value, carry = fn(ra(W, w), rb(W, w), ci)
+        if clamp is not None:
+            value = clamp(value, carry)
+        write(W, w, value, lanes)
+        W.set_mask(w, VCC, np.broadcast_to(carry, lanes.shape) & lanes)
+        step(W, w)
+    return run
+
+
+def carry_clamp(name: str):
+    """clamp on a carry-out add/subtract: the result saturates where the 32-bit operation carried (adds: to
+    0xFFFFFFFF) or borrowed (subtracts: to 0); the carry/borrow out itself is not changed. LLVM relies on the
+    result half: it selects uaddsat / usubsat to V_ADD_CO_U32_e64 / V_SUB_CO_U32_e64 with clamp on GFX8."""
+    limit = U32(0xFFFFFFFF) if alu.CARRY[name][0] is alu.CARRY["v_add_co_u32"][0] else U32(0)
+    return lambda value, carry: np.where(carry, limit, value).astype(U32)
 
 
 def _as_type(raw32: np.ndarray, typ: str):
@@ -317,15 +371,20 @@ def _compile_carry(instr: Instr, ctx: Context) -> Run:
     if swap:
         ra, rb = rb, ra
     vop3 = instr.family == "VOP3SD"
+    if vop3:
+        check_no_int_modifiers(ctx, instr, ("u32",) * 3, instr.fields.get("abs", 0), instr.fields.get("neg", 0))
     cin = (srcs[2] if vop3 else VCC) if carry_in else None
     cout = _mask_dst(instr)
     write = vdst_writer(ctx, instr, instr.fields["vdst"], "u32")
+    clamp = carry_clamp(instr.mnemonic) if vop3 and instr.fields.get("clamp", 0) else None
     step = advance(instr.size)
 
     def run(W, w):
         lanes = W.exec_lanes(w)
         ci = W.lanes_of(w, cin) if cin is not None else np.zeros(lanes.shape, bool)
         value, carry = fn(ra(W, w), rb(W, w), ci)
+        if clamp is not None:
+            value = clamp(value, carry)
         write(W, w, value, lanes)
         if cout != ctx.null:
             W.set_mask(w, cout, np.broadcast_to(carry, lanes.shape) & lanes)
