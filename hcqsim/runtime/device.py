@@ -727,3 +727,9 @@ class Device:
 
     def __repr__(self) -> str:
         return f"Device({self.target}, gpu_id={self.gpu_id}, {'emulated' if self.os.emulated else 'hardware'})"
+
+
+# pytest leaves this module's frames out of a failed test's report when the error is the runtime's own wait
+# outcome (a deadlock, a device fault, a timeout): its message names what was awaited; the frames are internals.
+def __tracebackhide__(excinfo) -> bool:
+    return excinfo is not None and excinfo.errisinstance((DeadlockError, DeviceFault, DeviceTimeout))

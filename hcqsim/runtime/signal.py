@@ -10,6 +10,8 @@ import ctypes
 import numbers
 from typing import TYPE_CHECKING
 
+from ..errors import DeadlockError, DeviceFault, DeviceTimeout
+
 if TYPE_CHECKING:
     from .device import Device
 
@@ -86,3 +88,8 @@ class Signal:
         if self.freed_at is not None:
             return f"Signal(0x{self.va:x}, freed)"
         return f"Signal(0x{self.va:x}, value={self.value})"
+
+
+def __tracebackhide__(excinfo) -> bool:
+    """pytest hides Signal.wait's frame when the wait ended in the runtime's own error (runtime/device.py)."""
+    return excinfo is not None and excinfo.errisinstance((DeadlockError, DeviceFault, DeviceTimeout))
