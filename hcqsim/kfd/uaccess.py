@@ -28,6 +28,8 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.process_vm_readv.restype = _libc.process_vm_writev.restype = ctypes.c_ssize_t
 _libc.write.restype = _libc.read.restype = ctypes.c_ssize_t
 _libc.write.argtypes = _libc.read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+_libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+MS_ASYNC = 1
 _use_pipe = False  # set when process_vm_* is unavailable (seccomp); then a pipe does the probing copy
 
 
@@ -82,3 +84,10 @@ def write_user(addr: int, data: bytes) -> None:
         ok = _pipe_copy(ctypes.addressof(buf), addr, n)
     if not ok:
         raise OSError(errno.EFAULT, f"cannot write {n} bytes of user memory at 0x{addr:x}")
+
+
+def host_range_mapped(addr: int, size: int) -> bool:
+    """Whether every page of [addr, addr+size) is mapped in this process (msync answers ENOMEM otherwise;
+    MS_ASYNC does no I/O). Protection is not checked."""
+    lo = addr & ~(PAGE_SIZE - 1)
+    return _libc.msync(lo, addr + size - lo, MS_ASYNC) == 0

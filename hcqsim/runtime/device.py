@@ -18,7 +18,7 @@ import numpy as np
 from .. import kfd_uapi as K
 from ..boundary import (KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE,
                         PROT_READ, PROT_WRITE, OSBoundary)
-from ..errors import DeadlockError, DeviceFault, DeviceTimeout, HcqsimError, gpu_label
+from ..errors import DeadlockError, DeviceClosedError, DeviceFault, DeviceTimeout, gpu_label
 from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, chunks
 from .signal import SIGNAL_SIZE, Signal, check_signal_value
 from .topology import GpuNode, gpu_nodes
@@ -95,15 +95,27 @@ class Buffer:
     flags: int
     handle: int
     mmap_offset: int
-    view: np.ndarray | None
+    _view: np.ndarray | None  # the CPU view; read it as `view`, which refuses once the device is closed
     mapped_on: set
     root: "Buffer | None" = None  # for a view: the allocation it is part of
     base_offset: int = 0  # for a view: where it starts in `root`
     freed_at: str | None = None  # where free() was called, once it was
 
     @property
+    def view(self) -> np.ndarray | None:
+        """numpy uint8 over the buffer's memory (None when the CPU cannot see it); DeviceClosedError once
+        the device is closed (its memory may be gone: a view of it must not be handed out)."""
+        if self.device._closed:
+            self.device._check_open()
+        return self._view
+
+    @view.setter
+    def view(self, value: np.ndarray | None) -> None:
+        self._view = value
+
+    @property
     def host_visible(self) -> bool:
-        return self.view is not None
+        return self._view is not None
 
     @property
     def allocation(self) -> "Buffer":
@@ -288,6 +300,7 @@ class Device:
     def free(self, buf: Buffer) -> None:
         """Return a buffer: it is kept for reuse (LRU) up to `cache_limit` bytes, then released. With the
         sanitizer it is released at once and its VA held back, so later GPU use of it is a VM fault."""
+        self._check_open()
         if buf.root is not None:
             raise ValueError(f"free of {buf!r}: a view is not an allocation; free the buffer it is part of")
         if buf.device is not self:
@@ -349,6 +362,7 @@ class Device:
     def map_to(self, buf: "Buffer | Signal", other: "Device") -> None:
         """Peer-map `buf` (a view: its whole allocation; a signal: the page holding it) into another device's
         GPU address space (same VA), so that device's queues may use it."""
+        self._check_open()
         if isinstance(buf, Signal):
             buf = buf.check_live().page
         buf.check_range(0, 0, "map_to")
@@ -391,6 +405,7 @@ class Device:
     def free_signal(self, signal: Signal) -> None:
         """Give the slot back. It is handed out again only after every submission that named the signal
         has completed; with the sanitizer its page is unmapped at once (a later GPU write is a VM fault)."""
+        self._check_open()
         if signal.device is not self:
             raise ValueError(f"free_signal of {signal!r} on {self.label}: it belongs to {signal.device.label}")
         if signal.freed_at is not None:
@@ -408,6 +423,7 @@ class Device:
     def next_timeline(self) -> tuple[Signal, int]:
         """(signal, value) for the next submission on the device timeline. Before the 32-bit value would
         wrap, everything is synchronised and the shadow signal takes over from 0."""
+        self._check_open()
         if self.timeline_value >= self.timeline_wrap:
             self.synchronize()
             self.timeline_signal, self._shadow_signal = self._shadow_signal, self.timeline_signal
@@ -429,6 +445,7 @@ class Device:
     def kernarg_alloc(self, nbytes: int) -> tuple[int, np.ndarray]:
         """(address, uint8 view) of `nbytes` of kernarg memory, 64-byte aligned. The arena is reused from the
         start once full, after everything submitted so far has completed."""
+        self._check_open()
         nbytes = (nbytes + 63) & ~63
         if nbytes > KERNARG_ARENA:
             raise ValueError(f"kernarg segment of {nbytes} bytes exceeds the {KERNARG_ARENA}-byte arena")
@@ -461,11 +478,13 @@ class Device:
     def compute_queue(self, index: int = 0) -> ComputeQueue:
         """A PM4 command builder for hardware compute queue `index` (0 .. queue_count("compute") - 1). Each
         index is its own KFD queue (ring, doorbell, EOP and CWSR buffers), created at its first submission."""
+        self._check_open()
         return ComputeQueue(self, self._queue_index("compute", index))
 
     def copy_queue(self, index: int = 0) -> CopyQueue:
         """An SDMA command builder for hardware copy queue `index`; queue i runs on SDMA engine
         i % num_sdma_engines, so consecutive indices spread over the engines."""
+        self._check_open()
         return CopyQueue(self, self._queue_index("copy", index))
 
     def queue_count(self, engine: str) -> int:
@@ -484,6 +503,7 @@ class Device:
 
     def hardware_ring(self, engine: str, index: int = 0) -> HardwareRing:
         """The ring of hardware queue `index` of `engine`, created through CREATE_QUEUE on first use."""
+        self._check_open()
         ring = self._rings.get((engine, index))
         return ring if ring is not None else self._create_ring(engine, index)
 
@@ -576,6 +596,7 @@ class Device:
     def wait_value(self, signal: Signal, value: int, what: str, timeout_ms: int = 30_000) -> None:
         """Poll the signal, then sleep on KFD events; faults surface as DeviceFault, an emulated machine
         that can no longer progress as DeadlockError, real hardware running out of time as DeviceTimeout."""
+        self._check_open()
         self._raise_if_faulted()
         done = lambda: (signal.value & 0xFFFFFFFF) >= value
         deadline = time.monotonic() + timeout_ms / 1000
@@ -613,6 +634,13 @@ class Device:
         self.process.ioctl(K.AMDKFD_IOC_WAIT_EVENTS, args)
         return args.wait_result, data
 
+    def _check_open(self) -> None:
+        """DeviceClosedError once `close()` ran: buffers, signals and queues of a closed device (and, on the
+        emulator, the memory of its system) are gone, so nothing may touch them."""
+        if self._closed:
+            raise DeviceClosedError(f"{self.label} is closed; its buffers, signals and queues can no longer be "
+                                    f"used")
+
     def _raise_if_faulted(self) -> None:
         """Once a queue faulted, every wait raises DeviceFault with the original reports: the faulted queue
         never completes, so a wait would only end in a DeadlockError that hides why."""
@@ -622,8 +650,7 @@ class Device:
 
     def _check_faults(self) -> None:
         """Raise DeviceFault if a memory or hardware exception was reported since the last call."""
-        if self._closed:
-            raise HcqsimError(f"{self.label} is closed")
+        self._check_open()
         result, data = self._wait_events([self.memory_event, self.hw_event], 0)
         if result == K.KFD_IOC_WAIT_RESULT_COMPLETE:
             self._report_exceptions(data[0], data[1])
@@ -650,6 +677,7 @@ class Device:
     def synchronize(self, timeout_ms: int = 30_000) -> None:
         """Wait until everything submitted so far has completed: the timeline and every queue's ring.
         After a queue faulted it raises DeviceFault with the original reports (what completes is unknown)."""
+        self._check_open()
         self._check_faults()
         self._raise_if_faulted()
         if self._timeline_submitted:
@@ -669,6 +697,7 @@ class Device:
 
     def copyin(self, buf: Buffer, data, offset: int = 0) -> None:
         """Host bytes -> device buffer, through host staging buffers and the copy queue, in chunks."""
+        self._check_open()
         src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
         buf.check_range(offset, len(src), "copyin", on=self)
         stages = self._staging_buffers()
@@ -686,6 +715,7 @@ class Device:
     def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0, out=None):
         """Device buffer -> host, through the staging buffers and the copy queue. Returns bytes, or fills and
         returns `out` (any writable buffer of at least `nbytes`) when given."""
+        self._check_open()
         nbytes = buf.size - offset if nbytes is None and isinstance(offset, int) else nbytes
         buf.check_range(offset, nbytes, "copyout", on=self)
         dst = np.empty(nbytes, np.uint8) if out is None else np.frombuffer(memoryview(out).cast("B"), np.uint8)
@@ -702,6 +732,7 @@ class Device:
     def transfer(self, dst: Buffer, src: Buffer, nbytes: int) -> tuple[Signal, int]:
         """Copy between devices with this device's SDMA engine (dst is peer-mapped here first).
         Returns the timeline (signal, value) that marks completion."""
+        self._check_open()
         src.check_range(0, nbytes, f"transfer source on {self.label}")  # before anything is mapped
         dst.check_range(0, nbytes, f"transfer destination on {self.label}")
         self.map_to(dst, self)

@@ -42,6 +42,8 @@ class Signal:
         self.timestamp = 0
 
     def check_live(self) -> "Signal":
+        """This signal, if it may be used: not freed, and its device not closed (DeviceClosedError)."""
+        self.device._check_open()
         if self.freed_at is not None:
             raise ValueError(f"{self!r} of {self.device.label} was freed ({self.freed_at}); it cannot be used")
         return self
@@ -56,8 +58,8 @@ class Signal:
 
     @property
     def value(self) -> int:
-        if self.freed_at is not None:  # never read a freed slot: under the sanitizer its page is unmapped
-            self.check_live()
+        if self.freed_at is not None or self.device._closed:  # never read a freed slot (under the sanitizer
+            self.check_live()  # its page is unmapped) nor the memory of a closed device
         return ctypes.c_uint64.from_address(self.value_addr).value
 
     @value.setter
@@ -85,8 +87,8 @@ class Signal:
         self.device.wait_signal(self, check_signal_value(value, "wait value"), timeout_ms)
 
     def __repr__(self) -> str:
-        if self.freed_at is not None:
-            return f"Signal(0x{self.va:x}, freed)"
+        if self.freed_at is not None or self.device._closed:
+            return f"Signal(0x{self.va:x}, {'freed' if self.freed_at else 'device closed'})"
         return f"Signal(0x{self.va:x}, value={self.value})"
 
 
