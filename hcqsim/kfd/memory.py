@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 from .. import kfd_uapi as k
 from ..boundary import MAP_FIXED, PROT_NONE
 from ..memory import PAGE_SIZE, Mapping, MemoryError_, VaWindow, page_align
-from .uaccess import host_range_mapped, read_user, write_user
+from .uaccess import host_range_mapped, kmalloc_check, read_user, write_user
 
 if TYPE_CHECKING:
     from .process import KfdDriver, ProcessDevice
@@ -303,6 +303,9 @@ class ProcessMemory:
         if args.num_of_nodes == 0:  # just the count, so user space can size its array
             args.num_of_nodes = len(devices)
             return
+        # kzalloc(sizeof(apertures) * num_of_nodes) before anything else: -ENOMEM past what kmalloc gives
+        kmalloc_check(ctypes.sizeof(k.ProcessDeviceApertures) * args.num_of_nodes,
+                      f"{io.name}: num_of_nodes {args.num_of_nodes}")
         n = min(len(devices), args.num_of_nodes)
         arr = (k.ProcessDeviceApertures * n)()
         for i in range(n):
@@ -482,6 +485,7 @@ class ProcessMemory:
             raise OSError(errno.EINVAL, f"{name}: n_devices is 0")
         if args.n_success > args.n_devices:
             raise OSError(errno.EINVAL, f"{name}: n_success {args.n_success} exceeds n_devices {args.n_devices}")
+        kmalloc_check(4 * args.n_devices, f"{name}: n_devices {args.n_devices}")  # kmalloc_array, then copy
         raw = read_user(args.device_ids_array_ptr, 4 * args.n_devices)
         return list(struct.unpack(f"<{args.n_devices}I", raw))
 

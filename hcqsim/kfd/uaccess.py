@@ -13,6 +13,17 @@ import os
 from ..memory import PAGE_SIZE
 
 TASK_SIZE_MAX = (1 << 47) - PAGE_SIZE  # x86-64 access_ok() bound
+# include/linux/slab.h: KMALLOC_SHIFT_MAX = MAX_PAGE_ORDER (10) + PAGE_SHIFT (12) for SLUB; kmalloc/kzalloc/
+# kmalloc_array/memdup_user of more than this fail (NULL: the ioctls answer -ENOMEM) without allocating anything
+KMALLOC_MAX_SIZE = 1 << 22
+
+
+def kmalloc_check(nbytes: int, what: str) -> None:
+    """OSError(ENOMEM) where the kernel's kmalloc of `nbytes` for a user-given count fails: the count is
+    checked before the emulator allocates anything for it."""
+    if nbytes > KMALLOC_MAX_SIZE:
+        raise OSError(errno.ENOMEM, f"{what}: {nbytes:#x} bytes is more than kmalloc gives "
+                                    f"(KMALLOC_MAX_SIZE {KMALLOC_MAX_SIZE:#x})")
 
 
 def access_ok(addr: int, size: int) -> bool:

@@ -48,6 +48,15 @@ def caller_location() -> str:
     return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
 
 
+def expect(value, kind: type, what: str):
+    """`value` if it is a `kind`, else TypeError naming the argument: a wrong type never gets as far as an
+    AttributeError from inside the runtime."""
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"{what} must be {'an' if kind.__name__[0] in 'aeiouAEIOU' else 'a'} {kind.__name__}, "
+                        f"got {type(value).__name__} {value!r}")
+    return value
+
+
 def _page_align(n: int) -> int:
     return (n + PAGE - 1) & ~(PAGE - 1)
 
@@ -129,7 +138,8 @@ class Buffer:
     def offset(self, offset: int, size: int | None = None) -> "Buffer":
         """A view of `size` bytes (default: to the end) starting `offset` bytes into this buffer. Queue
         builders, copyin/copyout and kernels take it like a buffer and keep to its bounds."""
-        size = self.size - offset if size is None and isinstance(offset, int) else size
+        expect(offset, int, "Buffer.offset: offset")
+        size = self.size - offset if size is None else expect(size, int, "Buffer.offset: size")
         self.check_range(offset, size, "Buffer.offset")
         root = self.allocation
         view = None if self.view is None else self.view[offset:offset + size]
@@ -261,7 +271,8 @@ class Device:
         """Device memory (VRAM, +PUBLIC when `host_visible`) or, `uncached`, coherent system memory (GTT).
         Freed buffers of the same size and kind are reused (LRU)."""
         self._check_faults()
-        if not isinstance(nbytes, int) or nbytes <= 0:
+        expect(nbytes, int, "alloc: nbytes")
+        if nbytes <= 0:
             raise ValueError(f"allocation size must be a positive integer, got {nbytes!r} (on {self.label})")
         if uncached:
             flags = UNCACHED_FLAGS | BASE_FLAGS
@@ -301,6 +312,7 @@ class Device:
         """Return a buffer: it is kept for reuse (LRU) up to `cache_limit` bytes, then released. With the
         sanitizer it is released at once and its VA held back, so later GPU use of it is a VM fault."""
         self._check_open()
+        expect(buf, Buffer, "free: buf")
         if buf.root is not None:
             raise ValueError(f"free of {buf!r}: a view is not an allocation; free the buffer it is part of")
         if buf.device is not self:
@@ -363,8 +375,10 @@ class Device:
         """Peer-map `buf` (a view: its whole allocation; a signal: the page holding it) into another device's
         GPU address space (same VA), so that device's queues may use it."""
         self._check_open()
+        expect(other, Device, "map_to: other")
         if isinstance(buf, Signal):
             buf = buf.check_live().page
+        expect(buf, Buffer, "map_to: buf (a Buffer or a Signal)")
         buf.check_range(0, 0, "map_to")
         root = buf.allocation
         if other.gpu_id not in root.mapped_on:
@@ -406,6 +420,7 @@ class Device:
         """Give the slot back. It is handed out again only after every submission that named the signal
         has completed; with the sanitizer its page is unmapped at once (a later GPU write is a VM fault)."""
         self._check_open()
+        expect(signal, Signal, "free_signal: signal")
         if signal.device is not self:
             raise ValueError(f"free_signal of {signal!r} on {self.label}: it belongs to {signal.device.label}")
         if signal.freed_at is not None:
@@ -591,12 +606,16 @@ class Device:
     # -- waiting -----------------------------------------------------------------------------------
 
     def wait_signal(self, signal: Signal, value: int, timeout_ms: int = 30_000) -> None:
+        expect(signal, Signal, "wait_signal: signal")
+        check_signal_value(value, "wait value")
         self.wait_value(signal, value, f"signal 0x{signal.va:x} >= {value}", timeout_ms)
 
     def wait_value(self, signal: Signal, value: int, what: str, timeout_ms: int = 30_000) -> None:
         """Poll the signal, then sleep on KFD events; faults surface as DeviceFault, an emulated machine
         that can no longer progress as DeadlockError, real hardware running out of time as DeviceTimeout."""
         self._check_open()
+        if not isinstance(timeout_ms, (int, float)) or isinstance(timeout_ms, bool):
+            raise TypeError(f"wait: timeout_ms must be a number of milliseconds, got {type(timeout_ms).__name__}")
         self._raise_if_faulted()
         done = lambda: (signal.value & 0xFFFFFFFF) >= value
         deadline = time.monotonic() + timeout_ms / 1000
@@ -698,7 +717,12 @@ class Device:
     def copyin(self, buf: Buffer, data, offset: int = 0) -> None:
         """Host bytes -> device buffer, through host staging buffers and the copy queue, in chunks."""
         self._check_open()
-        src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+        expect(buf, Buffer, "copyin: buf")
+        try:
+            src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+        except TypeError:
+            raise TypeError(f"copyin: data must be a bytes-like object (bytes, bytearray, numpy array...), got "
+                            f"{type(data).__name__}") from None
         buf.check_range(offset, len(src), "copyin", on=self)
         stages = self._staging_buffers()
         inflight: list[tuple[Signal, int] | None] = [None, None]
@@ -716,9 +740,22 @@ class Device:
         """Device buffer -> host, through the staging buffers and the copy queue. Returns bytes, or fills and
         returns `out` (any writable buffer of at least `nbytes`) when given."""
         self._check_open()
-        nbytes = buf.size - offset if nbytes is None and isinstance(offset, int) else nbytes
+        expect(buf, Buffer, "copyout: buf")
+        expect(offset, int, "copyout: offset")
+        nbytes = buf.size - offset if nbytes is None else expect(nbytes, int, "copyout: nbytes")
         buf.check_range(offset, nbytes, "copyout", on=self)
-        dst = np.empty(nbytes, np.uint8) if out is None else np.frombuffer(memoryview(out).cast("B"), np.uint8)
+        if out is None:
+            dst = np.empty(nbytes, np.uint8)
+        else:  # a writable buffer, checked before anything is copied
+            try:
+                view = memoryview(out).cast("B")
+            except TypeError:
+                raise TypeError(f"copyout: out must be a writable bytes-like object, got {type(out).__name__}") \
+                    from None
+            if view.readonly:
+                raise TypeError(f"copyout: out ({type(out).__name__}) is read-only; pass a bytearray or a "
+                                f"writable array")
+            dst = np.frombuffer(view, np.uint8)
         if len(dst) < nbytes:
             raise ValueError(f"copyout of {nbytes} bytes into a buffer of {len(dst)}")
         stage = self._staging_buffers()[0]
@@ -733,6 +770,9 @@ class Device:
         """Copy between devices with this device's SDMA engine (dst is peer-mapped here first).
         Returns the timeline (signal, value) that marks completion."""
         self._check_open()
+        expect(dst, Buffer, "transfer: dst")
+        expect(src, Buffer, "transfer: src")
+        expect(nbytes, int, "transfer: nbytes")
         src.check_range(0, nbytes, f"transfer source on {self.label}")  # before anything is mapped
         dst.check_range(0, nbytes, f"transfer destination on {self.label}")
         self.map_to(dst, self)

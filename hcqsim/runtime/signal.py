@@ -24,7 +24,9 @@ SIGNAL_VALUE_LIMIT = 1 << 32  # the GPU writes and compares 32-bit signal values
 def check_signal_value(value: int, what: str = "signal value") -> int:
     """`value` if the GPU can write and compare it (0 <= value < 2^32), else ValueError. One rule for
     new_signal, Signal.value = ..., wait and the queue builders, so no path accepts what another refuses."""
-    if not isinstance(value, numbers.Integral) or not 0 <= value < SIGNAL_VALUE_LIMIT:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(f"{what} must be an int (0 <= value < 2**32), got {type(value).__name__} {value!r}")
+    if not 0 <= value < SIGNAL_VALUE_LIMIT:
         raise ValueError(f"{what} {value!r} is outside the 32 bits the GPU writes and compares "
                          f"(0 <= value < 2**32)")
     return int(value)
@@ -76,6 +78,8 @@ class Signal:
     @timestamp.setter
     def timestamp(self, v: int) -> None:
         self.check_live()
+        if not isinstance(v, numbers.Integral) or not 0 <= v < 1 << 64:
+            raise TypeError(f"Signal.timestamp must be a 64-bit unsigned int, got {type(v).__name__} {v!r}")
         ctypes.c_uint64.from_address(self.timestamp_addr).value = v
 
     @property
