@@ -1,5 +1,5 @@
 """The in-process host: a pytest run inside `hcqsim run` whose tests call ROCr and HIP through ctypes with the
-`hsa` / `hip` / `native_host` fixtures (hcqsim.native.fixtures), the EmulatedSystem in the same process
+`hsa` / `hip` / `native_host` fixtures (hcqsim.native.pytest_plugin), the EmulatedSystem in the same process
 (tests/native/inprocess_checks.py holds those tests)."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_python_tests_call_hsa_and_hip_in_process(target):
     except (stacks.StackUnavailable, build.BuildError) as e:
         pytest.fail(f"native HIP stack unavailable: {e}", pytrace=False)
     cmd = [sys.executable, "-m", "hcqsim", "run", "--stack", "debian13-hip", "--target", target, "--",
-           sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "hcqsim.native.fixtures",
+           sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "hcqsim.native.pytest_plugin",
            "-p", "no:xdist", str(CHECKS)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=CHECKS.parent.parent.parent)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -6,7 +6,7 @@ The interposer must be preloaded into this process before libc's symbols are bou
 library dlopened later), so such a program runs under `hcqsim run`: it reuses the program's interpreter.
 
     hcqsim run --stack debian13-hip -- python my_test.py      # my_test.py: hip, host = hcqsim.native.load(...)
-    hcqsim run --stack debian13-hip -- python -m pytest -p hcqsim.native.fixtures tests/...   # hsa / hip fixtures
+    hcqsim run --stack debian13-hip -- python -m pytest -p hcqsim.native.pytest_plugin tests/...   # hsa / hip fixtures
 """
 from __future__ import annotations
 

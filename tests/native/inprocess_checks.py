@@ -1,4 +1,4 @@
-"""Run by tests/test_native_inprocess.py inside `hcqsim run -- python -m pytest -p hcqsim.native.fixtures` (not
+"""Run by tests/test_native_inprocess.py inside `hcqsim run -- python -m pytest -p hcqsim.native.pytest_plugin` (not
 collected by the default test command: the name does not start with test_): ROCr and HIP called from Python
 through ctypes, the emulator in the same process."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """pytest fixtures for the in-process host (hcqsim.native.inprocess), for a pytest run under `hcqsim run`:
 
-    hcqsim run --stack debian13-hip --target gfx942 -- python -m pytest -p hcqsim.native.fixtures tests/...
+    hcqsim run --stack debian13-hip --target gfx942 -- python -m pytest -p hcqsim.native.pytest_plugin tests/...
 
 `native_host`: the NativeHost (its `.system` is the EmulatedSystem; `.failures` the device calls that failed);
 `hsa`: libhsa-runtime64 after hsa_init; `hip`: libamdhip64 after hipInit. Session-wide: ROCr initialises once
