@@ -117,24 +117,25 @@ def cmd_conformance(args) -> int:
         progress.show(i, sc["name"])
         started = time.perf_counter()
         try:
-            effects, counts = suite.runner.run_scenario(sc, args.device, target if kind == "sim" else None, **options)
+            effects, _ = suite.runner.run_scenario(sc, args.device, target if kind == "sim" else None, **options)
         except Exception as e:  # a scenario that cannot run is a failure of that scenario, not of the command
             errors[sc["name"]] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             log.debug("scenario %s raised", sc["name"], exc_info=True)
             continue
         records[sc["name"]] = effects
         if not args.no_reference:
-            expected = suite.reference.expected_effects(sc, counts)
+            expected = suite.reference.expected_effects(sc, target)  # the target's documented facts, not the device's
             diffs.setdefault(sc["name"], []).extend(f"reference: {d}" for d in suite.effects.differences(expected, effects))
         log.info("scenario %s: %s in %.2f s", sc["name"], "differs" if diffs.get(sc["name"]) else "ran",
                  time.perf_counter() - started)
     progress.show(len(chosen), "")
     record = suite.effects.record_file(kind, target, records)
-    if not compare_paths and not args.no_golden:  # the three-way comparison: a hardware golden when there is one
-        golden = Path(suite.__file__).parent / "golden" / f"AMD-{record['target']}.json"
-        if golden.exists() and kind != "AMD":
-            compare_paths.append(str(golden))
-            others[str(golden)] = _load_record(suite, str(golden))
+    if not compare_paths and not args.no_golden:  # the three-way comparison: the committed sim records (as the
+        for which in ("sim", "AMD"):             # tests compare) and a hardware golden when there is one
+            golden = Path(suite.__file__).parent / "golden" / f"{which}-{record['target']}.json"
+            if golden.exists() and not (which == "AMD" and kind == "AMD"):
+                compare_paths.append(str(golden))
+                others[str(golden)] = _load_record(suite, str(golden))
     for path in compare_paths:
         label = os.path.basename(path)
         mine = {k: v for k, v in others[path]["scenarios"].items() if k in records}
@@ -244,12 +245,13 @@ def parser() -> argparse.ArgumentParser:
                                                       "dispatch packets) instead of PM4 queues")
     c.add_argument("--record", metavar="FILE", help="write the effect records (canonical JSON) to FILE")
     c.add_argument("--compare", metavar="FILE", action="append",
-                   help="compare with a recorded effect file (repeatable); default: conformance/golden/AMD-<target>.json "
+                   help="compare with a recorded effect file (repeatable); default: conformance/golden/sim-<target>.json "
+                        "and AMD-<target>.json "
                         "when it exists")
     c.add_argument("--json", action="store_true", help="print the result (or --list) as JSON (no progress bar)")
     c.add_argument("--list", action="store_true", help="list the scenarios (name and what each checks) and exit")
     c.add_argument("--no-reference", action="store_true", help="do not compare with the reference model")
-    c.add_argument("--no-golden", action="store_true", help="do not compare with a hardware golden file by default")
+    c.add_argument("--no-golden", action="store_true", help="do not compare with the golden files by default")
     c.add_argument("--suite", metavar="DIR", help="the conformance directory (default: the checkout's, else the "
                                                   "installed hcqsim.conformance)")
     c.add_argument("scenario", nargs="*", help="only these scenarios (default: all; see --list)")

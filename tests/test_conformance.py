@@ -27,8 +27,8 @@ def test_there_are_at_least_forty_scenarios_with_unique_names_and_docs():
 @pytest.mark.parametrize("name", NAMES)
 def test_the_emulator_matches_the_reference_model(name, target):
     sc = scenarios.get(name)
-    seen, counts = runner.run_scenario(sc, "sim", target)
-    assert effects.differences(reference.expected_effects(sc, counts), seen) == []
+    seen, _ = runner.run_scenario(sc, "sim", target)
+    assert effects.differences(reference.expected_effects(sc, target), seen) == []
     golden = effects.load(str(ROOT / "conformance" / "golden" / f"sim-{target}.json"))
     assert effects.differences(golden["scenarios"][name], seen) == []  # stable across runs and versions
 
@@ -36,8 +36,8 @@ def test_the_emulator_matches_the_reference_model(name, target):
 @pytest.mark.parametrize("name", [n for n in NAMES if "schedule" in n or "cross" in n or "queue" in n])
 def test_race_free_scenarios_do_not_depend_on_the_interleaving(name):
     sc = scenarios.get(name)
-    seen, counts = runner.run_scenario(sc, "sim", "gfx1100", policy="random", seed=3)
-    assert effects.differences(reference.expected_effects(sc, counts), seen) == []
+    seen, _ = runner.run_scenario(sc, "sim", "gfx1100", policy="random", seed=3)
+    assert effects.differences(reference.expected_effects(sc, "gfx1100"), seen) == []
 
 
 def test_records_are_canonical_text():
@@ -54,7 +54,7 @@ def test_records_are_canonical_text():
 
 def test_a_difference_names_the_first_differing_byte_and_signal():
     sc = scenarios.get("signal_sequence_checkpoints")
-    exp = reference.expected_effects(sc, {0: {"compute": 1, "copy": 1}})
+    exp = reference.expected_effects(sc, "gfx1100")
     bad = json.loads(json.dumps(exp))
     raw = bytearray(effects.decode_bytes(bad["buffers"]["b"]))
     raw[5] ^= 0xFF
@@ -83,4 +83,35 @@ def test_the_reference_model_reports_a_scenario_that_can_never_finish():
     sc = {"name": "x", "doc": "", "buffers": {}, "signals": {"s": 0}, "orders": [],
           "steps": [["wait", "compute0", "s", 1], ["submit", "compute0"], ["host_wait", "s", 1]]}
     with pytest.raises(reference.ReferenceDeadlock, match="host waits for s >= 1"):
-        reference.expected_effects(sc, {0: {"compute": 1, "copy": 1}})
+        reference.expected_effects(sc, "gfx1100")
+
+
+def test_the_reference_model_takes_queue_counts_from_the_documented_facts_not_from_a_device():
+    from conformance import facts
+    assert facts.queue_counts("gfx1100") == {0: {"compute": 8, "copy": 12}}  # HARDWARE_FACTS 2.5
+    assert facts.queue_counts("gfx942", 2)[1] == {"compute": 24, "copy": 16}
+    with pytest.raises(TypeError, match="documented facts"):
+        reference.expected_effects(scenarios.get("every_copy_queue"), {0: {"compute": 1, "copy": 1}})
+    with pytest.raises(ValueError, match="no documented facts"):
+        reference.expected_effects(scenarios.get("every_copy_queue"), "gfx90a")
+
+
+def test_frozen_timestamps_do_not_conform():
+    sc = scenarios.get("compute_timestamps_monotonic")
+    expected = reference.expected_effects(sc, "gfx1100")
+    frozen = runner.timestamp_relations(sc, {"t0": 0, "t1": 0, "t2": 0}, {"compute0": ["t0", "t1", "t2"]})
+    seen = {**expected, "timestamps": frozen}
+    assert effects.differences(expected, seen) == ["timestamps orders t0 < t1: expected True, seen False"]
+
+
+def test_every_scenario_has_a_committed_sim_record_on_both_targets():
+    for target in ("gfx1100", "gfx942"):
+        golden = effects.load(str(ROOT / "conformance" / "golden" / f"sim-{target}.json"))
+        assert sorted(golden["scenarios"]) == sorted(NAMES), target
+
+
+def test_a_record_of_sorted_words_ignores_only_the_order():
+    spec = {"record": "sorted"}
+    a = effects.encode_buffer(bytes([3, 0, 0, 0, 1, 0, 0, 0]), spec)
+    assert a == effects.encode_buffer(bytes([1, 0, 0, 0, 3, 0, 0, 0]), spec)
+    assert a != effects.encode_buffer(bytes([1, 0, 0, 0, 2, 0, 0, 0]), spec)
