@@ -147,3 +147,8 @@ class DeviceFault(HcqsimError):
 
 class DeviceTimeout(HcqsimError):
     """A wait on real hardware ran out of time; carries each queue's state."""
+
+
+class DeviceClosedError(HcqsimError):
+    """A device (or the emulated system under it) was closed: its memory, signals and queues are gone, so every
+    later use is refused with this error instead of touching memory that may no longer exist."""

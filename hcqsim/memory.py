@@ -62,6 +62,32 @@ def host_view(address: int, size: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------
 # the host side: a reserved window and deterministic allocation inside it
 
+PARKED_LIMIT = 16  # closed windows kept mapped (see VaWindow.close); beyond this the oldest is really unmapped
+_parked: dict[tuple[int, int], bool] = {}  # (base, size) of closed windows, oldest first
+
+
+def _park(base: int, size: int) -> None:
+    """Replace a closed window by one fresh anonymous mapping (its pages are freed; reads give zeros)."""
+    flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED
+    try:
+        _mmap(base, size, PROT_READ | PROT_WRITE, flags)
+    except OSError:  # strict overcommit refuses even NORESERVE writable memory: stale reads still work
+        _mmap(base, size, PROT_READ, flags)
+    _parked[(base, size)] = True
+    while len(_parked) > PARKED_LIMIT:
+        old = next(iter(_parked))
+        del _parked[old]
+        _libc.munmap(old[0], old[1])
+
+
+def _unpark_overlapping(base: int, size: int) -> bool:
+    """Really unmap the parked windows meeting [base, base+size); whether there were any."""
+    hits = [(b, n) for b, n in _parked if b < base + size and base < b + n]
+    for b, n in hits:
+        del _parked[(b, n)]
+        _libc.munmap(b, n)
+    return bool(hits)
+
 
 class VaWindow:
     """A reserved host VA range in which GPU memory is allocated at GPU VA == host VA.
@@ -90,12 +116,20 @@ class VaWindow:
         flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE
         for slot in range(64):
             want = base + slot * size
+            if _parked.pop((want, size), None) is not None:  # a closed window's range: ours to take over
+                return _mmap(want, size, PROT_NONE, flags | MAP_FIXED)
             try:
                 got = _mmap(want, size, PROT_NONE, flags | MAP_FIXED_NOREPLACE)
             except OSError as e:
-                if e.errno in (errno.EEXIST, errno.ENOMEM):
+                if e.errno == errno.EEXIST and _unpark_overlapping(want, size):
+                    try:  # parked windows of another size were in the way: they are gone now
+                        got = _mmap(want, size, PROT_NONE, flags | MAP_FIXED_NOREPLACE)
+                    except OSError:
+                        continue
+                elif e.errno in (errno.EEXIST, errno.ENOMEM):
                     continue
-                raise
+                else:
+                    raise
             if got == want:
                 return got
             _libc.munmap(got, size)  # old kernels ignore NOREPLACE and return a hint address
@@ -196,8 +230,12 @@ class VaWindow:
         self._free.insert(i, (lo, hi))
 
     def close(self) -> None:
+        """Drop every page of the window at once, but keep its address range mapped (parked): a thread still
+        reading or writing through an old pointer (a numpy view, a signal address) then sees fresh zero pages
+        instead of a segfault. The next window wanting the same range takes the parked one over, so closed
+        windows cost no memory and the same sequence of systems gets the same addresses."""
         if not self.closed:
-            _libc.munmap(self.base, self.size)
+            _park(self.base, self.size)
             self._backed.clear()
             self._backed_starts.clear()
             self.closed = True

@@ -87,3 +87,28 @@ def test_bad_arguments_exit_non_zero(argv):
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code != 0
+
+
+def test_info_reports_rocminfo_fields_from_the_topology(capsys):
+    """Each field against the target's documented facts (hcqsim.targets, kfd/topology.py's node facts), not
+    against what info itself computed: gfx942 is an MI300X (304 CUs of 4 SIMDs, 8 XCCs, wave64)."""
+    from hcqsim.kfd.topology import NODE_FACTS
+    from hcqsim.targets import TARGETS
+    t, facts = TARGETS["gfx942"], NODE_FACTS["gfx942"]
+    assert main(["info", "--target", "gfx942", "--json"]) == 0
+    (a,) = json.loads(capsys.readouterr().out)
+    assert (a["name"], a["compute_units"], a["simds_per_cu"], a["num_xcc"]) == ("gfx942", 304, 4, 8)
+    assert (a["wavefront_size"], a["max_waves_per_simd"], a["max_waves_per_cu"]) == (64, t.max_waves_per_simd,
+                                                                                    4 * t.max_waves_per_simd)
+    assert a["lds_bytes"] == t.lds_size_in_kb * 1024 == 65536
+    assert a["sdma"] == {"version": "sdma4", "engines": t.sdma_engines, "xgmi_engines": t.sdma_xgmi_engines,
+                         "queues_per_engine": t.sdma_queues_per_engine}
+    assert a["queues"] == {"compute": t.cp_queues, "copy": t.sdma_engines * t.sdma_queues_per_engine}
+    assert a["firmware"] == {"mec": facts["fw_version"], "sdma": facts["sdma_fw_version"]}
+    assert a["device_id"] == t.device_id and a["vendor_id"] == 0x1002
+    kinds = {p["kind"]: p["size_bytes"] for p in a["memory_pools"]}
+    assert kinds["VRAM (CPU-visible)"] == 16 << 30 and kinds["GTT (system memory the GPU maps)"] > 0
+    assert main(["info", "--target", "gfx942"]) == 0
+    text = capsys.readouterr().out
+    assert "304 CUs x 4 SIMDs = 1216 SIMDs" in text and "wave64, up to 8 per SIMD, 32 per CU" in text
+    assert f"MEC {facts['fw_version']}, SDMA {facts['sdma_fw_version']}" in text and "VRAM (CPU-visible) 16 GiB" in text

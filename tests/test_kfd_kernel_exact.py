@@ -35,3 +35,67 @@ def test_alloc_with_both_vram_and_gtt_flags_takes_vram(rt):
     rt.alloc(4 << 20, GTT | k.KFD_IOC_ALLOC_MEM_FLAGS_VRAM)
     after = rt.ioctl("AVAILABLE_MEMORY", gpu_id=rt.gpu_id()).available
     assert before - after == 4 << 20
+
+
+# -- counts are checked before anything is allocated (issue 22) -------------------------------------
+
+import ctypes  # noqa: E402
+import errno  # noqa: E402
+
+from hcqsim import drm_uapi as d  # noqa: E402
+from hcqsim.kfd.uaccess import KMALLOC_MAX_SIZE  # noqa: E402
+
+
+def _errno(fn, *args, **kw) -> int:
+    with pytest.raises(OSError) as e:
+        fn(*args, **kw)
+    return e.value.errno
+
+
+@pytest.mark.parametrize("name", ["MAP_MEMORY_TO_GPU", "UNMAP_MEMORY_FROM_GPU"])
+def test_a_device_count_past_what_kmalloc_gives_is_enomem_before_the_array_is_read(rt, name):
+    # kfd_chardev.c kfd_ioctl_map_memory_to_gpu / kfd_ioctl_unmap_memory_from_gpu: n_devices == 0 and
+    # n_success > n_devices are -EINVAL, then kmalloc_array(n_devices, 4) (-ENOMEM when it fails: more than
+    # KMALLOC_MAX_SIZE), then copy_from_user (-EFAULT), then the handle. An unmapped array pointer shows the order.
+    mem = rt.alloc(4096, GTT)
+    call = lambda n: rt.ioctl(name, handle=mem.handle, device_ids_array_ptr=0x1000, n_devices=n)
+    assert _errno(call, KMALLOC_MAX_SIZE // 4) == errno.EFAULT  # the largest array kmalloc gives: then copied
+    assert _errno(call, KMALLOC_MAX_SIZE // 4 + 1) == errno.ENOMEM
+    assert _errno(call, 0xFFFFFFFF) == errno.ENOMEM  # 16 GiB: refused, never allocated (it once was: MemoryError)
+    assert _errno(call, 0) == errno.EINVAL
+
+
+def test_process_apertures_new_with_a_huge_node_count_is_enomem(rt):
+    # kfd_chardev.c kfd_ioctl_get_process_apertures_new: num_of_nodes 0 returns the count; otherwise
+    # kzalloc(sizeof(struct kfd_process_device_apertures) * num_of_nodes) first (-ENOMEM when it fails), then
+    # min(n_pdds, num_of_nodes) entries are copied out.
+    out = (k.ProcessDeviceApertures * 1)()
+    most = KMALLOC_MAX_SIZE // ctypes.sizeof(k.ProcessDeviceApertures)
+    a = rt.ioctl("GET_PROCESS_APERTURES_NEW", kfd_process_device_apertures_ptr=ctypes.addressof(out),
+                 num_of_nodes=most)
+    assert a.num_of_nodes == 1 and out[0].gpu_id == rt.gpu_id()
+    for huge in (most + 1, 0xFFFFFFFF):
+        assert _errno(rt.ioctl, "GET_PROCESS_APERTURES_NEW", kfd_process_device_apertures_ptr=ctypes.addressof(out),
+                      num_of_nodes=huge) == errno.ENOMEM
+
+
+# -- command numbers outside the tables -------------------------------------------------------------
+
+@pytest.mark.parametrize("nr", [0x00, k.AMDKFD_COMMAND_END, 0x40, 0xFF])
+def test_a_kfd_command_nr_outside_the_table_is_enotty(rt, nr):
+    # kfd_chardev.c kfd_ioctl: nr >= AMDKFD_CORE_IOCTL_COUNT, or outside [AMDKFD_COMMAND_START,
+    # AMDKFD_COMMAND_END), is -ENOTTY since upstream commit 57af162bfc8c ("drm/amdkfd: return -ENOTTY for
+    # unsupported IOCTLs", backported to the stable kernels down to 5.10 in December 2025); older kernels
+    # answered the function's initial -EINVAL. hcqsim follows current kernels.
+    assert _errno(rt.os.ioctl, rt.kfd, k.IOWR("K", nr, 8), k.GetVersionArgs()) == errno.ENOTTY
+
+
+@pytest.mark.parametrize("nr", [0xD3, 0xE0, 0xFF])
+def test_a_drm_core_nr_past_the_core_table_is_einval(rt, nr):
+    # drm_ioctl.c drm_ioctl: a core nr (not in [DRM_COMMAND_BASE, DRM_COMMAND_END)) with
+    # nr >= DRM_CORE_IOCTL_COUNT goes to err_i1 with retcode -EINVAL; the table ends at
+    # DRM_IOCTL_GEM_CHANGE_HANDLE (0xD2, include/uapi/drm/drm.h).
+    drm = rt.gpus[0][2]
+    assert _errno(rt.os.ioctl, drm, k.IOWR("d", nr, 8), bytearray(8)) == errno.EINVAL
+    assert _errno(rt.os.ioctl, drm, k.IOWR("d", 0xA0, 8), bytearray(8)) == errno.EOPNOTSUPP  # in the table
+    assert d.DRM_COMMAND_END == 0xA0

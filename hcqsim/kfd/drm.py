@@ -39,6 +39,9 @@ GPU_COUNTER_FREQ_KHZ = 100_000  # amdgpu_asic_get_xclk() * 10: the 100 MHz refer
 # amdgpu_ctx_num_entities[]: at most this many rings per HW IP type are reported as available_rings
 CTX_NUM_ENTITIES = {d.AMDGPU_HW_IP_GFX: 1, d.AMDGPU_HW_IP_COMPUTE: 4, d.AMDGPU_HW_IP_DMA: 2}
 KERNEL_COMPUTE_RINGS = 8  # amdgpu_num_kcq default: kernel compute rings per XCC
+# drm_ioctl.c: ARRAY_SIZE(drm_ioctls), one past the last core ioctl, DRM_IOCTL_GEM_CHANGE_HANDLE (0xD2, drm.h);
+# a core nr from here on is -EINVAL (the last entry moves with kernel versions: 0xD0 CLOSEFB, 0xD1 SET_CLIENT_NAME)
+DRM_CORE_IOCTL_COUNT = 0xD3
 
 # AMDGPU_INFO_READ_MMR_REG (amdgpu_kms.c; soc15.c / soc21.c *_read_register): only registers of the ASIC's
 # allow list are readable; GB_ADDR_CONFIG (GC segment-0 offset 0x63e: absolute dword 0x263e on soc15 and soc21,
@@ -112,6 +115,9 @@ class AmdgpuDrm:
             return self.info, d.DrmAmdgpuInfo, k.IOC_WRITE
         if nr == 0x00:
             return self.version, d.DrmVersion, k.IOC_READ | k.IOC_WRITE
+        if nr >= DRM_CORE_IOCTL_COUNT:  # drm_ioctl: `if (nr >= DRM_CORE_IOCTL_COUNT) goto err_i1` (-EINVAL)
+            raise OSError(errno.EINVAL, f"ioctl 0x{request:08x}: DRM core nr 0x{nr:02x} is past the core ioctl table "
+                                        f"(DRM_CORE_IOCTL_COUNT 0x{DRM_CORE_IOCTL_COUNT:02x})")
         raise OSError(errno.EOPNOTSUPP, f"DRM core ioctl nr 0x{nr:02x} is not emulated by hcqsim "
                                         f"(only DRM_IOCTL_VERSION)")
 

@@ -91,7 +91,9 @@ class EmulatedOS(OSBoundary):
         f = self._file(fd, "mmap")
         if f.kind == "render":
             bo = memory.bo_at_offset(self.system.driver.devices[f.gpu], offset, length)
-            return self._at(bo.va, addr, flags, f"BO 0x{bo.handle:x}")
+            va = self._at(bo.va, addr, flags, f"BO 0x{bo.handle:x}")
+            memory.cpu_mapped(bo, length)
+            return va
         return self._mmap_kfd(addr, length, flags, offset)
 
     @staticmethod

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 from .. import kfd_uapi as k
 from ..boundary import MAP_FIXED, PROT_NONE
 from ..memory import PAGE_SIZE, Mapping, MemoryError_, VaWindow, page_align
-from .uaccess import read_user, write_user
+from .uaccess import host_range_mapped, kmalloc_check, read_user, write_user
 
 if TYPE_CHECKING:
     from .process import KfdDriver, ProcessDevice
@@ -126,6 +126,9 @@ class BufferObject:
     owns_reservation: bool = False  # its window range is reserved on its own behalf (see AddressBook)
     mapped: set = field(default_factory=set)  # GPU indices whose page table holds it
     queue_refs: dict = field(default_factory=dict)  # GPU index -> queue buffers using it there
+    cpu_maps: list = field(default_factory=list)  # [lo, hi) ranges the process has mmapped through the render node
+    freed: bool = False  # FREE_MEMORY_OF_GPU ran while a CPU mapping held it: released at the last munmap
+    invalid: bool = False  # USERPTR whose host pages went away: out of every GPU page table until they return
 
     @property
     def end(self) -> int:
@@ -239,6 +242,7 @@ class ProcessMemory:
         self.on: list[DeviceBOs] = [DeviceBOs() for _ in driver.devices]  # by device index
         self.special_pages: list[tuple[int, int]] = []  # doorbell slices, MMIO pages, driver event page
         self.backed = RangeIndex()  # window ranges the driver backs: VRAM/GTT BOs of every device, special pages
+        self.userptrs: dict[int, BufferObject] = {}  # handle -> USERPTR BOs mapped on some GPU (revalidated)
 
     def ioctls(self) -> dict[str, Callable]:
         return {"GET_PROCESS_APERTURES": self.get_process_apertures,
@@ -299,6 +303,9 @@ class ProcessMemory:
         if args.num_of_nodes == 0:  # just the count, so user space can size its array
             args.num_of_nodes = len(devices)
             return
+        # kzalloc(sizeof(apertures) * num_of_nodes) before anything else: -ENOMEM past what kmalloc gives
+        kmalloc_check(ctypes.sizeof(k.ProcessDeviceApertures) * args.num_of_nodes,
+                      f"{io.name}: num_of_nodes {args.num_of_nodes}")
         n = min(len(devices), args.num_of_nodes)
         arr = (k.ProcessDeviceApertures * n)()
         for i in range(n):
@@ -407,6 +414,10 @@ class ProcessMemory:
                                         f"0x{window.base:x}+{window.size:#x}; reserve VA with "
                                         f"mmap(PROT_NONE) through EmulatedOS")
         taken = self.backed.first_overlap(va, va + size)
+        if taken is not None and taken[2] is not None and taken[2].freed:
+            raise OSError(errno.EINVAL, f"{name}: va 0x{va:x}+{size:#x} overlaps freed BO 0x{taken[2].handle:x} "
+                                        f"at 0x{taken[0]:x} that a CPU mapping still holds; emulator limitation: "
+                                        f"GPU VA == host VA, so munmap it before reusing its VA")
         if taken is not None:
             raise OSError(errno.EINVAL, f"{name}: va 0x{va:x}+{size:#x} overlaps memory another GPU's BO "
                                         f"uses at 0x{taken[0]:x}; emulator limitation: all GPUs share one VA space")
@@ -431,17 +442,41 @@ class ProcessMemory:
             raise OSError(errno.EBUSY, f"{io.name}: BO 0x{bo.handle:x} is still mapped on {on}; "
                                        f"UNMAP_MEMORY_FROM_GPU first")
         table.remove(args.handle & 0xFFFFFFFF)
+        table.by_offset.pop(bo.mmap_offset, None)
+        bo.freed = True
+        if bo.backed and bo.cpu_maps:
+            # The handle is gone, but a CPU mapping still holds the BO (the VMA keeps its GEM object): its pages
+            # stay, and the process reads what was there, until the last munmap (amdgpu_gem_object_free runs
+            # when the last reference drops; amdgpu_amdkfd_release_notify unreserves the memory then).
+            return
+        self._release_pages(bo)
+        if bo.kind == "userptr":
+            self.release_deferred_anon()
+
+    def _release_pages(self, bo: BufferObject) -> None:
+        """The BO's memory goes back: unback its pages, return its window range, uncount its VRAM."""
+        if bo.kind == "vram":
+            self.on[bo.device.index].vram_used -= bo.size
         if bo.backed:
             self.backed.remove(bo.va)
-        table.by_offset.pop(bo.mmap_offset, None)
-        if bo.kind == "vram":
-            table.vram_used -= bo.size
-        if bo.backed:
             self.book.window.unback(bo.va)
             if bo.owns_reservation:
                 self.book.give_back(bo.va, bo.end)
-        if bo.kind == "userptr":
-            self.release_deferred_anon()
+
+    def cpu_mapped(self, bo: BufferObject, length: int) -> None:
+        """A render-node mmap of `bo` (at its own VA, the only place the emulator can map it)."""
+        whole = (bo.va, bo.va + page_align(length))
+        bo.cpu_maps = sorted(_minus(bo.cpu_maps, [whole]) + [whole])
+
+    def _end_cpu_maps(self, lo: int, hi: int) -> None:
+        """munmap (or a MAP_FIXED mapping over) [lo, hi): CPU mappings of BOs there end; a freed BO whose last
+        CPU mapping ended releases its pages."""
+        for _, _, bo in self.backed.overlapping(lo, hi):
+            if bo is None or not bo.cpu_maps:
+                continue
+            bo.cpu_maps = _minus(bo.cpu_maps, [(lo, hi)])
+            if bo.freed and not bo.cpu_maps:
+                self._release_pages(bo)
 
     # -- GPU mappings ------------------------------------------------------------------------------
 
@@ -450,6 +485,7 @@ class ProcessMemory:
             raise OSError(errno.EINVAL, f"{name}: n_devices is 0")
         if args.n_success > args.n_devices:
             raise OSError(errno.EINVAL, f"{name}: n_success {args.n_success} exceeds n_devices {args.n_devices}")
+        kmalloc_check(4 * args.n_devices, f"{name}: n_devices {args.n_devices}")  # kmalloc_array, then copy
         raw = read_user(args.device_ids_array_ptr, 4 * args.n_devices)
         return list(struct.unpack(f"<{args.n_devices}I", raw))
 
@@ -473,14 +509,42 @@ class ProcessMemory:
     def _map_on(self, bo: BufferObject, peer: "ProcessDevice", name: str) -> None:
         if peer.index in bo.mapped:
             return  # already mapped there: the kernel skips mapped attachments
-        try:
-            peer.gpu.memory.map(bo.va, bo.size, bo.kind, writable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE),
-                                executable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE),
-                                name=f"bo 0x{bo.handle:x}")
-        except ValueError as e:
-            raise OSError(errno.EINVAL, f"{name}: cannot map BO 0x{bo.handle:x} on {peer.label}: {e}")
+        if not bo.invalid:
+            try:
+                self._page_table_map(bo, peer)
+            except ValueError as e:
+                raise OSError(errno.EINVAL, f"{name}: cannot map BO 0x{bo.handle:x} on {peer.label}: {e}")
         bo.mapped.add(peer.index)
         self.on[peer.index].mapped_at[bo.va] = bo
+        if bo.kind == "userptr":
+            self.userptrs[bo.handle] = bo
+
+    @staticmethod
+    def _page_table_map(bo: BufferObject, peer: "ProcessDevice") -> None:
+        peer.gpu.memory.map(bo.va, bo.size, bo.kind, writable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE),
+                            executable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE),
+                            name=f"bo 0x{bo.handle:x}")
+
+    def _page_table_unmap(self, bo: BufferObject, index: int) -> None:
+        if not bo.invalid:  # an invalidated USERPTR is in no page table already
+            self.driver.devices[index].gpu.memory.unmap(bo.va)
+
+    def revalidate_userptrs(self) -> None:
+        """Before the GPUs run: a mapped USERPTR BO whose host pages were unmapped behind the driver's back
+        leaves every GPU page table (so a GPU access to it is a VM fault of that queue, as after the kernel's
+        MMU-notifier eviction, never a host segfault), and comes back once its pages are mapped again (the
+        restore worker). Probed with one msync per BO, which answers ENOMEM for unmapped pages; a range
+        made PROT_NONE with mprotect is not detected (documented limitation)."""
+        for bo in list(self.userptrs.values()):
+            present = host_range_mapped(bo.va, bo.size)
+            if present == (not bo.invalid):
+                continue
+            for i in sorted(bo.mapped):
+                if present:
+                    self._page_table_map(bo, self.driver.devices[i])
+                else:
+                    self.driver.devices[i].gpu.memory.unmap(bo.va)
+            bo.invalid = not present
 
     def unmap_memory_from_gpu(self, args, io: k.Ioctl) -> None:
         ids = self._device_ids(args, io.name)
@@ -492,9 +556,11 @@ class ProcessMemory:
             if bo.queue_refs.get(peer.index):
                 raise OSError(errno.EBUSY, f"{io.name}: BO 0x{bo.handle:x} backs a queue on {peer.label}; "
                                            f"destroy the queue first")
-            peer.gpu.memory.unmap(bo.va)
+            self._page_table_unmap(bo, peer.index)
             bo.mapped.discard(peer.index)
             del self.on[peer.index].mapped_at[bo.va]
+            if not bo.mapped:
+                self.userptrs.pop(bo.handle, None)
             args.n_success = i + 1
 
     # -- CPU mappings (what EmulatedOS.mmap / munmap ask) ------------------------------------------
@@ -503,6 +569,8 @@ class ProcessMemory:
         book = self.book
         try:
             if prot == PROT_NONE:  # the runtime reserving GPU VA
+                if flags & MAP_FIXED:  # replaces whatever the CPU had mapped there
+                    self._end_cpu_maps(addr, addr + page_align(length))
                 if flags & MAP_FIXED and book.is_reserved(addr, addr + page_align(length)):
                     self._drop_fixed(addr, addr + page_align(length))  # mapped over: those pages are gone
                     return addr  # re-reserving its own reservation
@@ -585,6 +653,7 @@ class ProcessMemory:
             for _, _, bo in self.backed.overlapping(rlo, rhi):
                 if bo is not None:
                     bo.owns_reservation = True
+        self._end_cpu_maps(lo, hi)
         # Other ranges (BO and doorbell/event/MMIO CPU mappings) need no work: the memory stays for the GPU.
 
     def _live_userptr(self) -> list[tuple[int, int]]:
@@ -607,6 +676,6 @@ class ProcessMemory:
         for table in self.on:
             for bo in table.bos.values():
                 for i in list(bo.mapped):
-                    self.driver.devices[i].gpu.memory.unmap(bo.va)
+                    self._page_table_unmap(bo, i)
             table.bos.clear()
             table.mapped_at.clear()

@@ -293,11 +293,14 @@ class ProcessQueues:
 
     def _deliver(self, rec: QueueRecord, value: int) -> None:
         rec.last_doorbell = value
+        self.driver.memory.revalidate_userptrs()  # the GPU may run now: no host page it maps may be gone
         if rec.queue.active:  # a faulted or destroyed queue ignores its doorbell, as hardware does
             rec.device.gpu.ring_doorbell(rec.queue, value)
 
     def poll_doorbells(self) -> int:
-        """Doorbell slots stored to directly (not through ring_doorbell) are seen at the next progress point."""
+        """Doorbell slots stored to directly (not through ring_doorbell) are seen at the next progress point
+        (every engine step starts here, so it also revalidates USERPTR mappings first)."""
+        self.driver.memory.revalidate_userptrs()
         rung = 0
         for rec in list(self.records.values()):
             base = self.driver.memory.doorbell_va(rec.device)

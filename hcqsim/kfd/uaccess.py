@@ -13,6 +13,17 @@ import os
 from ..memory import PAGE_SIZE
 
 TASK_SIZE_MAX = (1 << 47) - PAGE_SIZE  # x86-64 access_ok() bound
+# include/linux/slab.h: KMALLOC_SHIFT_MAX = MAX_PAGE_ORDER (10) + PAGE_SHIFT (12) for SLUB; kmalloc/kzalloc/
+# kmalloc_array/memdup_user of more than this fail (NULL: the ioctls answer -ENOMEM) without allocating anything
+KMALLOC_MAX_SIZE = 1 << 22
+
+
+def kmalloc_check(nbytes: int, what: str) -> None:
+    """OSError(ENOMEM) where the kernel's kmalloc of `nbytes` for a user-given count fails: the count is
+    checked before the emulator allocates anything for it."""
+    if nbytes > KMALLOC_MAX_SIZE:
+        raise OSError(errno.ENOMEM, f"{what}: {nbytes:#x} bytes is more than kmalloc gives "
+                                    f"(KMALLOC_MAX_SIZE {KMALLOC_MAX_SIZE:#x})")
 
 
 def access_ok(addr: int, size: int) -> bool:
@@ -28,6 +39,8 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.process_vm_readv.restype = _libc.process_vm_writev.restype = ctypes.c_ssize_t
 _libc.write.restype = _libc.read.restype = ctypes.c_ssize_t
 _libc.write.argtypes = _libc.read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+_libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+MS_ASYNC = 1
 _use_pipe = False  # set when process_vm_* is unavailable (seccomp); then a pipe does the probing copy
 
 
@@ -82,3 +95,10 @@ def write_user(addr: int, data: bytes) -> None:
         ok = _pipe_copy(ctypes.addressof(buf), addr, n)
     if not ok:
         raise OSError(errno.EFAULT, f"cannot write {n} bytes of user memory at 0x{addr:x}")
+
+
+def host_range_mapped(addr: int, size: int) -> bool:
+    """Whether every page of [addr, addr+size) is mapped in this process (msync answers ENOMEM otherwise;
+    MS_ASYNC does no I/O). Protection is not checked."""
+    lo = addr & ~(PAGE_SIZE - 1)
+    return _libc.msync(lo, addr + size - lo, MS_ASYNC) == 0

@@ -11,6 +11,7 @@ it builds the system the launcher described in HCQSIM_NATIVE_* variables and reg
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
 import os
@@ -55,8 +56,8 @@ def request_name(request: int) -> str:
 class NativeHost:
     """Routes one native process's device calls to `system` (an EmulatedSystem, free-running for native code)."""
 
-    def __init__(self, system: "EmulatedSystem", library: str | os.PathLike, log: TextIO | None = None,
-                 trace: bool = False):
+    def __init__(self, system: "EmulatedSystem", library: str | os.PathLike | None = None,
+                 log: TextIO | None = None, trace: bool = False):
         self.system, self.log, self.trace = system, log, trace
         self.failures: list[str] = []
         self.calls: Counter = Counter()
@@ -67,12 +68,27 @@ class NativeHost:
                            MUNMAP(self._munmap))
         self._redirects = "".join(f"{a}={b}\n" for a, b in rewrites).encode()
         self.struct = HostStruct(*self._callbacks, system.window.base, system.window.size, self._redirects)
-        self.lib = ctypes.CDLL(str(library))
+        self.lib = ctypes.CDLL(str(library) if library else None)  # None: the interposer preloaded in this process
         self.lib.hcq_register(ctypes.byref(self.struct))
+        # A Python program's exit finalizes the interpreter before libc's destructors run ROCr's teardown: from
+        # then on the interposer answers by itself (an embedded host never finalizes, so this never runs there).
+        atexit.register(self._at_python_exit)
         self._closed = threading.Event()
         self._faults_seen = [0] * len(system.gpus)
         if log is not None:  # GPU faults are reported as they happen: the native program may never ask
             threading.Thread(target=self._watch_faults, name="hcqsim-native-faults", daemon=True).start()
+
+    def _at_python_exit(self) -> None:
+        """A Python program is exiting: shut ROCr down while the interpreter still runs its callbacks (ROCr counts
+        hsa_init calls; HIP's own later hsa_shut_down then finds it down), then detach the interposer."""
+        try:
+            rocr = ctypes.CDLL("libhsa-runtime64.so.1", mode=os.RTLD_NOLOAD)
+        except OSError:
+            rocr = None
+        for _ in range(64):  # HSA_STATUS_SUCCESS while references remain
+            if rocr is None or rocr.hsa_shut_down() != 0:
+                break
+        self.lib.hcq_detach()
 
     def _watch_faults(self) -> None:
         while not self._closed.wait(0.2):
@@ -148,18 +164,31 @@ class NativeHost:
         shutil.rmtree(self.sysfs_root, ignore_errors=True)
 
 
-_embedded: NativeHost | None = None
+_active: NativeHost | None = None
+
+
+def active() -> NativeHost | None:
+    """The host this process's device calls go to, if one was started."""
+    return _active
+
+
+def activate(host: NativeHost) -> NativeHost:
+    global _active
+    _active = host
+    return host
+
+
+def log_from_env() -> TextIO | None:
+    path = os.environ.get("HCQSIM_NATIVE_LOG")
+    return open(path, "a", buffering=1) if path else None  # noqa: SIM115 - lives as long as the process
 
 
 def start_embedded() -> NativeHost:
     """Inside a native executable: build the system HCQSIM_NATIVE_TARGET / _GPUS describe and register it."""
-    global _embedded
     from ..kfd import EmulatedSystem
 
     env = os.environ
     system = EmulatedSystem(num_gpus=int(env.get("HCQSIM_NATIVE_GPUS", "1")),
                             target=env.get("HCQSIM_NATIVE_TARGET", "gfx1100"), free_running=True)
-    log_path = env.get("HCQSIM_NATIVE_LOG")
-    log = open(log_path, "a", buffering=1) if log_path else None  # noqa: SIM115 - lives as long as the process
-    _embedded = NativeHost(system, env["HCQSIM_NATIVE_LIB"], log=log, trace=env.get("HCQSIM_NATIVE_TRACE") == "1")
-    return _embedded
+    return activate(NativeHost(system, env.get("HCQSIM_NATIVE_LIB"), log=log_from_env(),
+                               trace=env.get("HCQSIM_NATIVE_TRACE") == "1"))

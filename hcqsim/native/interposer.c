@@ -134,7 +134,31 @@ static void die(const char *what) {
 
 static pthread_once_t embed_once = PTHREAD_ONCE_INIT;
 
+static const char *HOST_SCRIPT =
+    "import os, sys\n"
+    "sys.path[:0] = [p for p in os.environ['HCQSIM_NATIVE_SYSPATH'].split(os.pathsep) if p not in sys.path]\n"
+    "import hcqsim.native.host\n"
+    "hcqsim.native.host.start_embedded()\n";
+
+/* The program is Python itself (`hcqsim run -- python ...`): reuse its interpreter, on this thread's GIL state. */
+static int start_in_running_python(void) {
+    int (*is_initialized)(void) = dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    if (!is_initialized || !is_initialized()) return 0;
+    int (*ensure)(void) = dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+    void (*release)(int) = dlsym(RTLD_DEFAULT, "PyGILState_Release");
+    int (*run)(const char *) = dlsym(RTLD_DEFAULT, "PyRun_SimpleString");
+    if (!ensure || !release || !run) die("the running Python lacks the embedding API");
+    inside++;
+    int gil = ensure();
+    int failed = host_ready ? 0 : run(HOST_SCRIPT); /* a program that registered its own host keeps it */
+    release(gil);
+    inside--;
+    if (failed || !host_ready) die("the hcqsim host did not start in the running Python (its traceback is above)");
+    return 1;
+}
+
 static void start_embedded(void) {
+    if (start_in_running_python()) return;
     const char *lib = getenv("HCQSIM_NATIVE_LIBPYTHON"), *home = getenv("HCQSIM_NATIVE_PYTHONHOME");
     if (!lib || !home) die("HCQSIM_NATIVE_EMBED is set but HCQSIM_NATIVE_LIBPYTHON / _PYTHONHOME are not");
     inside++;
@@ -148,10 +172,7 @@ static void start_embedded(void) {
     if (!decode || !set_home || !initialize || !run || !save_thread) die("libpython lacks the embedding API");
     set_home(decode(home, NULL));
     initialize(0); /* no signal handlers: the native program keeps its own */
-    int failed = run("import os, sys\n"
-                     "sys.path[:0] = [p for p in os.environ['HCQSIM_NATIVE_SYSPATH'].split(os.pathsep) if p]\n"
-                     "import hcqsim.native.host\n"
-                     "hcqsim.native.host.start_embedded()\n");
+    int failed = run(HOST_SCRIPT);
     save_thread(); /* release the GIL: callbacks take it on whichever thread calls */
     inside--;
     if (failed || !host_ready) die("the embedded hcqsim host did not start (its traceback is above)");
@@ -190,6 +211,11 @@ EXPORT int hcq_register(const struct hcq_host *h) {
 }
 
 EXPORT int hcq_unregister(void) { host_ready = 0; return 0; }
+
+/* The host's interpreter is finalizing (a Python program's exit, before the C library's destructors run ROCr's
+ * teardown): from now on calls on emulated files succeed without reaching the host (the process is ending). */
+static volatile int detached;
+EXPORT int hcq_detach(void) { detached = 1; return 0; }
 
 /* ---- fd bookkeeping --------------------------------------------------------------------------------- */
 
@@ -382,7 +408,7 @@ EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struct s
 
 EXPORT int close(int fd) {
     int emu = untrack(fd);
-    if (emu >= 0 && host_ready) { inside++; host.close(emu); inside--; }
+    if (emu >= 0 && host_ready && !detached) { inside++; host.close(emu); inside--; }
     LOAD(close);
     return real_close(fd);
 }
@@ -397,7 +423,7 @@ EXPORT int dup(int fd) {
 static int replace_fd(int oldfd, int newfd, int r) {
     if (r >= 0 && newfd != oldfd) {
         int emu = untrack(newfd); /* dup2 onto one of ours closed it */
-        if (emu >= 0 && host_ready) { inside++; host.close(emu); inside--; }
+        if (emu >= 0 && host_ready && !detached) { inside++; host.close(emu); inside--; }
         copy_fd(oldfd, newfd);
     }
     return r;
@@ -440,6 +466,7 @@ EXPORT int ioctl(int fd, unsigned long request, ...) {
     va_list ap; va_start(ap, request); void *arg = va_arg(ap, void *); va_end(ap);
     if (!is_ours(fd) || !host_ready) { LOAD(ioctl); return real_ioctl(fd, request, arg); }
     int emu = emu_of[fd] - 1, r;
+    if (detached) return 0;
     if (request == AMDKFD_IOC_ACQUIRE_VM && arg) {
         /* struct kfd_ioctl_acquire_vm_args { __u32 drm_fd; __u32 gpu_id; }: the fd is ours, the host's differs */
         uint32_t a[2];
@@ -457,6 +484,7 @@ EXPORT int ioctl(int fd, unsigned long request, ...) {
 /* ---- mmap ------------------------------------------------------------------------------------------- */
 
 static void *to_host_mmap(void *addr, size_t len, int prot, int flags, int emu, off_t off) {
+    if (detached) { errno = ENOMEM; return MAP_FAILED; }
     inside++;
     int64_t r = host.mmap((uint64_t)(uintptr_t)addr, len, prot, flags, emu, off);
     inside--;
@@ -489,6 +517,7 @@ EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t
 
 EXPORT int munmap(void *addr, size_t len) {
     if (!inside && in_window((uint64_t)(uintptr_t)addr, len)) {
+        if (detached) return 0;
         inside++;
         int r = host.munmap((uint64_t)(uintptr_t)addr, len);
         inside--;

@@ -18,7 +18,7 @@ import numpy as np
 from .. import kfd_uapi as K
 from ..boundary import (KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE,
                         PROT_READ, PROT_WRITE, OSBoundary)
-from ..errors import DeadlockError, DeviceFault, DeviceTimeout, HcqsimError, gpu_label
+from ..errors import DeadlockError, DeviceClosedError, DeviceFault, DeviceTimeout, gpu_label
 from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, chunks
 from .signal import SIGNAL_SIZE, Signal, check_signal_value
 from .topology import GpuNode, gpu_nodes
@@ -46,6 +46,15 @@ def caller_location() -> str:
     if f is None:
         return "unknown location"
     return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
+
+
+def expect(value, kind: type, what: str):
+    """`value` if it is a `kind`, else TypeError naming the argument: a wrong type never gets as far as an
+    AttributeError from inside the runtime."""
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"{what} must be {'an' if kind.__name__[0] in 'aeiouAEIOU' else 'a'} {kind.__name__}, "
+                        f"got {type(value).__name__} {value!r}")
+    return value
 
 
 def _page_align(n: int) -> int:
@@ -95,15 +104,27 @@ class Buffer:
     flags: int
     handle: int
     mmap_offset: int
-    view: np.ndarray | None
+    _view: np.ndarray | None  # the CPU view; read it as `view`, which refuses once the device is closed
     mapped_on: set
     root: "Buffer | None" = None  # for a view: the allocation it is part of
     base_offset: int = 0  # for a view: where it starts in `root`
     freed_at: str | None = None  # where free() was called, once it was
 
     @property
+    def view(self) -> np.ndarray | None:
+        """numpy uint8 over the buffer's memory (None when the CPU cannot see it); DeviceClosedError once
+        the device is closed (its memory may be gone: a view of it must not be handed out)."""
+        if self.device._closed:
+            self.device._check_open()
+        return self._view
+
+    @view.setter
+    def view(self, value: np.ndarray | None) -> None:
+        self._view = value
+
+    @property
     def host_visible(self) -> bool:
-        return self.view is not None
+        return self._view is not None
 
     @property
     def allocation(self) -> "Buffer":
@@ -117,7 +138,8 @@ class Buffer:
     def offset(self, offset: int, size: int | None = None) -> "Buffer":
         """A view of `size` bytes (default: to the end) starting `offset` bytes into this buffer. Queue
         builders, copyin/copyout and kernels take it like a buffer and keep to its bounds."""
-        size = self.size - offset if size is None and isinstance(offset, int) else size
+        expect(offset, int, "Buffer.offset: offset")
+        size = self.size - offset if size is None else expect(size, int, "Buffer.offset: size")
         self.check_range(offset, size, "Buffer.offset")
         root = self.allocation
         view = None if self.view is None else self.view[offset:offset + size]
@@ -249,7 +271,8 @@ class Device:
         """Device memory (VRAM, +PUBLIC when `host_visible`) or, `uncached`, coherent system memory (GTT).
         Freed buffers of the same size and kind are reused (LRU)."""
         self._check_faults()
-        if not isinstance(nbytes, int) or nbytes <= 0:
+        expect(nbytes, int, "alloc: nbytes")
+        if nbytes <= 0:
             raise ValueError(f"allocation size must be a positive integer, got {nbytes!r} (on {self.label})")
         if uncached:
             flags = UNCACHED_FLAGS | BASE_FLAGS
@@ -288,6 +311,8 @@ class Device:
     def free(self, buf: Buffer) -> None:
         """Return a buffer: it is kept for reuse (LRU) up to `cache_limit` bytes, then released. With the
         sanitizer it is released at once and its VA held back, so later GPU use of it is a VM fault."""
+        self._check_open()
+        expect(buf, Buffer, "free: buf")
         if buf.root is not None:
             raise ValueError(f"free of {buf!r}: a view is not an allocation; free the buffer it is part of")
         if buf.device is not self:
@@ -349,8 +374,11 @@ class Device:
     def map_to(self, buf: "Buffer | Signal", other: "Device") -> None:
         """Peer-map `buf` (a view: its whole allocation; a signal: the page holding it) into another device's
         GPU address space (same VA), so that device's queues may use it."""
+        self._check_open()
+        expect(other, Device, "map_to: other")
         if isinstance(buf, Signal):
             buf = buf.check_live().page
+        expect(buf, Buffer, "map_to: buf (a Buffer or a Signal)")
         buf.check_range(0, 0, "map_to")
         root = buf.allocation
         if other.gpu_id not in root.mapped_on:
@@ -391,6 +419,8 @@ class Device:
     def free_signal(self, signal: Signal) -> None:
         """Give the slot back. It is handed out again only after every submission that named the signal
         has completed; with the sanitizer its page is unmapped at once (a later GPU write is a VM fault)."""
+        self._check_open()
+        expect(signal, Signal, "free_signal: signal")
         if signal.device is not self:
             raise ValueError(f"free_signal of {signal!r} on {self.label}: it belongs to {signal.device.label}")
         if signal.freed_at is not None:
@@ -408,6 +438,7 @@ class Device:
     def next_timeline(self) -> tuple[Signal, int]:
         """(signal, value) for the next submission on the device timeline. Before the 32-bit value would
         wrap, everything is synchronised and the shadow signal takes over from 0."""
+        self._check_open()
         if self.timeline_value >= self.timeline_wrap:
             self.synchronize()
             self.timeline_signal, self._shadow_signal = self._shadow_signal, self.timeline_signal
@@ -429,6 +460,7 @@ class Device:
     def kernarg_alloc(self, nbytes: int) -> tuple[int, np.ndarray]:
         """(address, uint8 view) of `nbytes` of kernarg memory, 64-byte aligned. The arena is reused from the
         start once full, after everything submitted so far has completed."""
+        self._check_open()
         nbytes = (nbytes + 63) & ~63
         if nbytes > KERNARG_ARENA:
             raise ValueError(f"kernarg segment of {nbytes} bytes exceeds the {KERNARG_ARENA}-byte arena")
@@ -461,11 +493,13 @@ class Device:
     def compute_queue(self, index: int = 0) -> ComputeQueue:
         """A PM4 command builder for hardware compute queue `index` (0 .. queue_count("compute") - 1). Each
         index is its own KFD queue (ring, doorbell, EOP and CWSR buffers), created at its first submission."""
+        self._check_open()
         return ComputeQueue(self, self._queue_index("compute", index))
 
     def copy_queue(self, index: int = 0) -> CopyQueue:
         """An SDMA command builder for hardware copy queue `index`; queue i runs on SDMA engine
         i % num_sdma_engines, so consecutive indices spread over the engines."""
+        self._check_open()
         return CopyQueue(self, self._queue_index("copy", index))
 
     def queue_count(self, engine: str) -> int:
@@ -484,6 +518,7 @@ class Device:
 
     def hardware_ring(self, engine: str, index: int = 0) -> HardwareRing:
         """The ring of hardware queue `index` of `engine`, created through CREATE_QUEUE on first use."""
+        self._check_open()
         ring = self._rings.get((engine, index))
         return ring if ring is not None else self._create_ring(engine, index)
 
@@ -571,11 +606,16 @@ class Device:
     # -- waiting -----------------------------------------------------------------------------------
 
     def wait_signal(self, signal: Signal, value: int, timeout_ms: int = 30_000) -> None:
+        expect(signal, Signal, "wait_signal: signal")
+        check_signal_value(value, "wait value")
         self.wait_value(signal, value, f"signal 0x{signal.va:x} >= {value}", timeout_ms)
 
     def wait_value(self, signal: Signal, value: int, what: str, timeout_ms: int = 30_000) -> None:
         """Poll the signal, then sleep on KFD events; faults surface as DeviceFault, an emulated machine
         that can no longer progress as DeadlockError, real hardware running out of time as DeviceTimeout."""
+        self._check_open()
+        if not isinstance(timeout_ms, (int, float)) or isinstance(timeout_ms, bool):
+            raise TypeError(f"wait: timeout_ms must be a number of milliseconds, got {type(timeout_ms).__name__}")
         self._raise_if_faulted()
         done = lambda: (signal.value & 0xFFFFFFFF) >= value
         deadline = time.monotonic() + timeout_ms / 1000
@@ -613,6 +653,13 @@ class Device:
         self.process.ioctl(K.AMDKFD_IOC_WAIT_EVENTS, args)
         return args.wait_result, data
 
+    def _check_open(self) -> None:
+        """DeviceClosedError once `close()` ran: buffers, signals and queues of a closed device (and, on the
+        emulator, the memory of its system) are gone, so nothing may touch them."""
+        if self._closed:
+            raise DeviceClosedError(f"{self.label} is closed; its buffers, signals and queues can no longer be "
+                                    f"used")
+
     def _raise_if_faulted(self) -> None:
         """Once a queue faulted, every wait raises DeviceFault with the original reports: the faulted queue
         never completes, so a wait would only end in a DeadlockError that hides why."""
@@ -622,8 +669,7 @@ class Device:
 
     def _check_faults(self) -> None:
         """Raise DeviceFault if a memory or hardware exception was reported since the last call."""
-        if self._closed:
-            raise HcqsimError(f"{self.label} is closed")
+        self._check_open()
         result, data = self._wait_events([self.memory_event, self.hw_event], 0)
         if result == K.KFD_IOC_WAIT_RESULT_COMPLETE:
             self._report_exceptions(data[0], data[1])
@@ -650,6 +696,7 @@ class Device:
     def synchronize(self, timeout_ms: int = 30_000) -> None:
         """Wait until everything submitted so far has completed: the timeline and every queue's ring.
         After a queue faulted it raises DeviceFault with the original reports (what completes is unknown)."""
+        self._check_open()
         self._check_faults()
         self._raise_if_faulted()
         if self._timeline_submitted:
@@ -669,7 +716,13 @@ class Device:
 
     def copyin(self, buf: Buffer, data, offset: int = 0) -> None:
         """Host bytes -> device buffer, through host staging buffers and the copy queue, in chunks."""
-        src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+        self._check_open()
+        expect(buf, Buffer, "copyin: buf")
+        try:
+            src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
+        except TypeError:
+            raise TypeError(f"copyin: data must be a bytes-like object (bytes, bytearray, numpy array...), got "
+                            f"{type(data).__name__}") from None
         buf.check_range(offset, len(src), "copyin", on=self)
         stages = self._staging_buffers()
         inflight: list[tuple[Signal, int] | None] = [None, None]
@@ -686,9 +739,23 @@ class Device:
     def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0, out=None):
         """Device buffer -> host, through the staging buffers and the copy queue. Returns bytes, or fills and
         returns `out` (any writable buffer of at least `nbytes`) when given."""
-        nbytes = buf.size - offset if nbytes is None and isinstance(offset, int) else nbytes
+        self._check_open()
+        expect(buf, Buffer, "copyout: buf")
+        expect(offset, int, "copyout: offset")
+        nbytes = buf.size - offset if nbytes is None else expect(nbytes, int, "copyout: nbytes")
         buf.check_range(offset, nbytes, "copyout", on=self)
-        dst = np.empty(nbytes, np.uint8) if out is None else np.frombuffer(memoryview(out).cast("B"), np.uint8)
+        if out is None:
+            dst = np.empty(nbytes, np.uint8)
+        else:  # a writable buffer, checked before anything is copied
+            try:
+                view = memoryview(out).cast("B")
+            except TypeError:
+                raise TypeError(f"copyout: out must be a writable bytes-like object, got {type(out).__name__}") \
+                    from None
+            if view.readonly:
+                raise TypeError(f"copyout: out ({type(out).__name__}) is read-only; pass a bytearray or a "
+                                f"writable array")
+            dst = np.frombuffer(view, np.uint8)
         if len(dst) < nbytes:
             raise ValueError(f"copyout of {nbytes} bytes into a buffer of {len(dst)}")
         stage = self._staging_buffers()[0]
@@ -702,6 +769,10 @@ class Device:
     def transfer(self, dst: Buffer, src: Buffer, nbytes: int) -> tuple[Signal, int]:
         """Copy between devices with this device's SDMA engine (dst is peer-mapped here first).
         Returns the timeline (signal, value) that marks completion."""
+        self._check_open()
+        expect(dst, Buffer, "transfer: dst")
+        expect(src, Buffer, "transfer: src")
+        expect(nbytes, int, "transfer: nbytes")
         src.check_range(0, nbytes, f"transfer source on {self.label}")  # before anything is mapped
         dst.check_range(0, nbytes, f"transfer destination on {self.label}")
         self.map_to(dst, self)
@@ -727,3 +798,9 @@ class Device:
 
     def __repr__(self) -> str:
         return f"Device({self.target}, gpu_id={self.gpu_id}, {'emulated' if self.os.emulated else 'hardware'})"
+
+
+# pytest leaves this module's frames out of a failed test's report when the error is the runtime's own wait
+# outcome (a deadlock, a device fault, a timeout): its message names what was awaited; the frames are internals.
+def __tracebackhide__(excinfo) -> bool:
+    return excinfo is not None and excinfo.errisinstance((DeadlockError, DeviceFault, DeviceTimeout))

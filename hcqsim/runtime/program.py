@@ -8,6 +8,7 @@ arguments, then the code object v5 hidden arguments), an AQL dispatch packet whe
 """
 from __future__ import annotations
 
+import numbers
 import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
@@ -58,11 +59,61 @@ def load_program(device: "Device", code_object: bytes | CodeObject, name: str) -
     return Program(device, kernel, buf)
 
 
-def launch_dims(size: int | Sequence[int]) -> tuple[int, int, int]:
-    t = (size,) if isinstance(size, int) else tuple(size)
-    if not 1 <= len(t) <= 3 or any(not isinstance(x, int) or x < 1 for x in t):
-        raise ValueError(f"sizes must be 1 to 3 positive integers, got {size!r}")
-    return t + (1,) * (3 - len(t))
+GRID_LIMIT = 1 << 32  # grid sizes are 32-bit: AQL grid_size_x/y/z, DISPATCH_DIRECT dim_x/y/z
+
+
+def launch_dims(size: int | Sequence[int], what: str = "size") -> tuple[int, int, int]:
+    """1 to 3 positive integers below 2^32, padded with 1s; TypeError/ValueError naming `what` otherwise."""
+    if isinstance(size, numbers.Integral):
+        t = (size,)
+    elif isinstance(size, (tuple, list)):
+        t = tuple(size)
+    else:
+        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {type(size).__name__} {size!r}")
+    if not 1 <= len(t) <= 3 or any(not isinstance(x, numbers.Integral) or isinstance(x, bool) for x in t):
+        raise TypeError(f"{what} must be 1 to 3 integers, got {size!r}")
+    if any(not 1 <= x < GRID_LIMIT for x in t):
+        raise ValueError(f"{what} {size!r}: every dimension must be at least 1 and below 2**32 (grid sizes are "
+                         f"32-bit in the AQL packet and in DISPATCH_DIRECT)")
+    return tuple(int(x) for x in t) + (1,) * (3 - len(t))
+
+
+def check_program(program, device: "Device") -> "Program":
+    """`program` if `device` can run it: a Program loaded on it (or whose image is peer-mapped there) for its
+    target; a foreign program would make the GPU fetch code it cannot see."""
+    if not isinstance(program, Program):
+        raise TypeError(f"exec: program must be a Program (Device.load_program), got {type(program).__name__}")
+    if program.device is not device:
+        if program.device.target != device.target:
+            raise ValueError(f"exec: {program.name} was loaded on {program.device.label} ({program.device.target}); "
+                             f"{device.label} is {device.target}")
+        if device.gpu_id not in program.image.allocation.mapped_on:
+            raise ValueError(f"exec: {program.name} was loaded on {program.device.label} and its code is not mapped "
+                             f"on {device.label}; load it there (or peer-map its image with Device.map_to)")
+    program.image.check_range(0, 0, f"exec of {program.name}")  # not freed
+    return program
+
+
+def _kernarg_bytes(kernel: Kernel, arg, index: int, value) -> bytes:
+    """The bytes of one explicit argument, or TypeError/ValueError naming it (nothing is written yet)."""
+    from .device import Buffer
+    name = f"{kernel.name} argument {index} ({arg.name or arg.value_kind})"
+    if arg.value_kind in ("global_buffer", "dynamic_shared_pointer"):
+        if isinstance(value, Buffer):
+            value = value.va
+        elif not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise TypeError(f"{name} is a pointer: pass a Buffer or an int address, got {type(value).__name__}")
+    elif arg.value_kind != "by_value":
+        raise TypeError(f"{kernel.name}: argument kind {arg.value_kind!r} is not supported")
+    if isinstance(value, numbers.Integral):
+        v = int(value)
+        if not -(1 << (8 * arg.size - 1)) <= v < 1 << (8 * arg.size):
+            raise ValueError(f"{name}: {v} does not fit in {arg.size} bytes")
+        return v.to_bytes(arg.size, "little", signed=v < 0)
+    if isinstance(value, numbers.Real) and arg.size in (4, 8):
+        return struct.pack("<f" if arg.size == 4 else "<d", float(value))
+    raise TypeError(f"{name} takes {arg.size} bytes by value: an int{' or a float' if arg.size in (4, 8) else ''}, "
+                    f"got {type(value).__name__} {value!r}")
 
 
 @dataclass
@@ -92,15 +143,8 @@ def write_kernargs(kernel: Kernel, view, args: Sequence, launch: Launch) -> None
     if len(args) != len(explicit):
         raise TypeError(f"{kernel.name} takes {len(explicit)} arguments ({', '.join(a.name or a.value_kind for a in explicit)}),"
                         f" got {len(args)}")
-    for arg, value in zip(explicit, args):
-        if arg.value_kind in ("global_buffer", "dynamic_shared_pointer"):
-            value = value if isinstance(value, int) else value.va
-        elif arg.value_kind != "by_value":
-            raise TypeError(f"{kernel.name}: argument kind {arg.value_kind!r} is not supported")
-        if isinstance(value, float):
-            raw = struct.pack("<f" if arg.size == 4 else "<d", value)
-        else:
-            raw = int(value).to_bytes(arg.size, "little", signed=int(value) < 0)
+    for index, (arg, value) in enumerate(zip(explicit, args)):
+        raw = _kernarg_bytes(kernel, arg, index, value)
         view[arg.offset:arg.offset + arg.size] = memoryview(raw).cast("B")
     hidden = {
         "hidden_block_count_x": launch.groups[0], "hidden_block_count_y": launch.groups[1],

@@ -12,6 +12,8 @@ import struct
 from collections import deque
 from typing import TYPE_CHECKING, Union
 
+import numpy as np
+
 from .. import pm4, sdma
 from ..errors import QueueError
 from .signal import SIGNAL_VALUE_LIMIT, Signal, check_signal_value
@@ -31,7 +33,9 @@ def _check_value(value: int) -> int:
 
 
 def _check_size(nbytes: int, what: str) -> int:
-    if not isinstance(nbytes, int) or nbytes < 0:
+    if not isinstance(nbytes, int) or isinstance(nbytes, bool):
+        raise TypeError(f"{what}: size must be an int, got {type(nbytes).__name__} {nbytes!r}")
+    if nbytes < 0:
         raise ValueError(f"{what}: size {nbytes!r} must be a non-negative integer")
     return nbytes
 
@@ -61,24 +65,36 @@ class HWQueue:
         return self
 
     def _sig(self, signal: Signal, value: int | None = None) -> Signal:
-        self.signals.append(signal.check_live())
+        check_usable_signal(signal, self.device, f"{self.engine} queue")
+        self.signals.append(signal)
         if value is not None:
             self.released.append((signal, value))
         return signal
 
     def _va(self, x: Address, nbytes: int, what: str) -> int:
         """The address of `x`; a Buffer (or view) must be live, mapped on this device and hold `nbytes`."""
-        if isinstance(x, int):
+        from .device import Buffer
+        if isinstance(x, int) and not isinstance(x, bool):
+            if not 0 <= x < 1 << 64:
+                raise ValueError(f"{self.engine} queue {what}: address {x:#x} is not a 64-bit address")
             return x
+        if not isinstance(x, Buffer):
+            raise TypeError(f"{self.engine} queue {what} must be a Buffer or an int address, got "
+                            f"{type(x).__name__} {x!r}")
         x.check_range(0, nbytes, f"{self.engine} queue {what}", on=self.device)
-        self.buffers.append(x)
         return x.va
+
+    def _track(self, *xs: Address) -> None:
+        """Remember the Buffers a packet names, once nothing about the packet can be refused any more."""
+        self.buffers += [x for x in xs if not isinstance(x, int)]
 
     def submit(self, device: "Device | None" = None) -> None:
         target = device or self.device
         if target is not self.device:
             for buf in self.buffers:
                 buf.check_range(0, 0, f"{self.engine} queue submitted to {target.label}", on=target)
+            for sig in self.signals:
+                check_usable_signal(sig, target, f"{self.engine} queue submitted to {target.label}")
         target.submit_packets(self.engine, self.packets, self.signals, self.released, index=self.index)
 
     def disassemble(self) -> str:
@@ -128,6 +144,7 @@ class ComputeQueue(HWQueue):
     def copy(self, dst: Address, src: Address, nbytes: int) -> "ComputeQueue":
         _check_size(nbytes, "copy")
         d, s = self._va(dst, nbytes, "copy destination"), self._va(src, nbytes, "copy source")
+        self._track(dst, src)
         for off, n in chunks(nbytes, PM4_DMA_MAX):
             self._add(pm4.dma_data(d + off, s + off, n))
         return self
@@ -135,30 +152,44 @@ class ComputeQueue(HWQueue):
     def fill(self, dst: Address, value: int, nbytes: int) -> "ComputeQueue":
         d = self._va(dst, _check_size(nbytes, "fill"), "fill destination")
         _check_fill(d, nbytes)
+        self._track(dst)
         for off, n in chunks(nbytes, PM4_DMA_MAX & ~3):
             self._add(pm4.dma_data(d + off, value & 0xFFFFFFFF, n, src_sel=2))
         return self
 
     def exec(self, program, args, global_size, local_size) -> "ComputeQueue":
         """Launch `program` over `global_size` work-items in groups of `local_size` (1 to 3 dims each).
-        `args` are buffers (or addresses) and numbers, in the kernel's order."""
+        `args` are buffers (or addresses) and numbers, in the kernel's order. Everything that can refuse is
+        checked before the kernarg arena, the dispatch id, scratch or this queue change."""
         from . import program as P
-        gsize, lsize = P.launch_dims(global_size), P.launch_dims(local_size)
+        from .device import Buffer
+        P.check_program(program, self.device)
+        gsize, lsize = P.launch_dims(global_size, "global_size"), P.launch_dims(local_size, "local_size")
         ndims = max(len(global_size) if not isinstance(global_size, int) else 1,
                     len(local_size) if not isinstance(local_size, int) else 1)
         if lsize[0] * lsize[1] * lsize[2] > 1024:
             raise ValueError(f"workgroup {lsize} has more than 1024 work-items")
         launch = P.Launch(gsize, lsize, ndims)
-        for a in args:  # buffers must be live and mapped here; a number passes through
-            if not isinstance(a, (int, float)):
-                self._va(a, 0, "kernel argument")
+        if not isinstance(args, (list, tuple)):
+            raise TypeError(f"exec: args must be a list or tuple of buffers and numbers, got {type(args).__name__}")
+        buffers = [a for a in args if isinstance(a, Buffer)]
+        for b in buffers:  # live and mapped here
+            b.check_range(0, 0, f"{self.engine} queue kernel argument", on=self.device)
         k = program.kernel
         ka_size = (k.kernarg_segment_size + 63) & ~63
         extra = (P.AQL_PACKET_SIZE if k.enable_sgpr_dispatch_ptr else 0) + \
             (P.QUEUE_DESCRIPTOR_SIZE if k.enable_sgpr_queue_ptr else 0)
-        va, view = self.device.kernarg_alloc(ka_size + extra)
-        view[:] = 0
-        P.write_kernargs(k, view, args, launch)
+        staged = np.zeros(ka_size + extra, np.uint8)
+        P.write_kernargs(k, staged, args, launch)  # argument count, kinds and values: refused here, if at all
+        P.user_sgprs(k, 0, 0, 0, 0)
+        if k.uses_dynamic_stack:
+            raise ValueError(f"{k.name} uses a dynamic stack: its scratch size is unknown at dispatch")
+        if k.private_segment_fixed_size:
+            P.scratch_layout(k.private_segment_fixed_size, self._family)
+        va, view = self.device.kernarg_alloc(ka_size + extra)  # refuses an oversized segment before taking it
+        # -- nothing is refused from here on --
+        self.buffers += buffers
+        view[:] = staged
         dispatch_ptr = queue_ptr = 0
         pos = ka_size
         if k.enable_sgpr_dispatch_ptr:
@@ -233,6 +264,7 @@ class CopyQueue(HWQueue):
     def copy(self, dst: Address, src: Address, nbytes: int) -> "CopyQueue":
         _check_size(nbytes, "copy")
         d, s = self._va(dst, nbytes, "copy destination"), self._va(src, nbytes, "copy source")
+        self._track(dst, src)
         for off, n in chunks(nbytes, self.device.copy_max_bytes):
             self._add(sdma.copy_linear(d + off, s + off, n, self._version))
         return self
@@ -240,12 +272,24 @@ class CopyQueue(HWQueue):
     def fill(self, dst: Address, value: int, nbytes: int) -> "CopyQueue":
         d = self._va(dst, _check_size(nbytes, "fill"), "fill destination")
         _check_fill(d, nbytes)
+        self._track(dst)
         for off, n in chunks(nbytes, self.device.copy_max_bytes):
             self._add(sdma.const_fill(d + off, value & 0xFFFFFFFF, n, 2, self._version))
         return self
 
     def disassemble(self) -> str:
         return sdma.disassemble([d for p in self.packets for d in p], self._version)
+
+
+def check_usable_signal(signal: Signal, device: "Device", what: str) -> None:
+    """ValueError unless `signal` is a live Signal whose page `device`'s GPU can write (its own, or peer-mapped
+    with Device.map_to): a foreign signal would be a VM fault that kills every later wait of the device."""
+    if not isinstance(signal, Signal):
+        raise TypeError(f"{what}: signal must be a Signal, got {type(signal).__name__} {signal!r}")
+    signal.check_live()
+    if signal.device is not device and device.gpu_id not in signal.page.allocation.mapped_on:
+        raise ValueError(f"{what}: {signal!r} belongs to {signal.device.label} and is not mapped on {device.label}; "
+                         f"peer-map it first (Device.map_to(signal, other))")
 
 
 def _check_fill(dst: int, nbytes: int) -> None:

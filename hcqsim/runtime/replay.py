@@ -440,6 +440,11 @@ class CompiledSchedule:
                                  f"the schedule was compiled for {root.device.label}")
             bound[key] = new
             values[("buf", key)] = new.va
+        for key, root in self._roots.items():  # what this run touches must still exist (a freed buffer's memory
+            buf = bound.get(key, root)  # may belong to someone else by now)
+            if not buf.live:
+                raise ValueError(f"schedule run: {self.schedule.buffer_name(root)} is {buf!r}, which was freed "
+                                 f"({buf.allocation.freed_at}); bind a live buffer with run(buffers=...)")
         if bound:  # distinct buffers must stay distinct: the plan's hazards assumed they do not overlap
             spans = sorted((values[("buf", k)], values[("buf", k)] + self._extent[k], k) for k in self._roots)
             for (a0, a1, ka), (b0, b1, kb) in zip(spans, spans[1:]):

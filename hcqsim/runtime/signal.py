@@ -10,6 +10,8 @@ import ctypes
 import numbers
 from typing import TYPE_CHECKING
 
+from ..errors import DeadlockError, DeviceFault, DeviceTimeout
+
 if TYPE_CHECKING:
     from .device import Device
 
@@ -22,7 +24,9 @@ SIGNAL_VALUE_LIMIT = 1 << 32  # the GPU writes and compares 32-bit signal values
 def check_signal_value(value: int, what: str = "signal value") -> int:
     """`value` if the GPU can write and compare it (0 <= value < 2^32), else ValueError. One rule for
     new_signal, Signal.value = ..., wait and the queue builders, so no path accepts what another refuses."""
-    if not isinstance(value, numbers.Integral) or not 0 <= value < SIGNAL_VALUE_LIMIT:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(f"{what} must be an int (0 <= value < 2**32), got {type(value).__name__} {value!r}")
+    if not 0 <= value < SIGNAL_VALUE_LIMIT:
         raise ValueError(f"{what} {value!r} is outside the 32 bits the GPU writes and compares "
                          f"(0 <= value < 2**32)")
     return int(value)
@@ -40,6 +44,8 @@ class Signal:
         self.timestamp = 0
 
     def check_live(self) -> "Signal":
+        """This signal, if it may be used: not freed, and its device not closed (DeviceClosedError)."""
+        self.device._check_open()
         if self.freed_at is not None:
             raise ValueError(f"{self!r} of {self.device.label} was freed ({self.freed_at}); it cannot be used")
         return self
@@ -54,8 +60,8 @@ class Signal:
 
     @property
     def value(self) -> int:
-        if self.freed_at is not None:  # never read a freed slot: under the sanitizer its page is unmapped
-            self.check_live()
+        if self.freed_at is not None or self.device._closed:  # never read a freed slot (under the sanitizer
+            self.check_live()  # its page is unmapped) nor the memory of a closed device
         return ctypes.c_uint64.from_address(self.value_addr).value
 
     @value.setter
@@ -72,6 +78,8 @@ class Signal:
     @timestamp.setter
     def timestamp(self, v: int) -> None:
         self.check_live()
+        if not isinstance(v, numbers.Integral) or not 0 <= v < 1 << 64:
+            raise TypeError(f"Signal.timestamp must be a 64-bit unsigned int, got {type(v).__name__} {v!r}")
         ctypes.c_uint64.from_address(self.timestamp_addr).value = v
 
     @property
@@ -83,6 +91,11 @@ class Signal:
         self.device.wait_signal(self, check_signal_value(value, "wait value"), timeout_ms)
 
     def __repr__(self) -> str:
-        if self.freed_at is not None:
-            return f"Signal(0x{self.va:x}, freed)"
+        if self.freed_at is not None or self.device._closed:
+            return f"Signal(0x{self.va:x}, {'freed' if self.freed_at else 'device closed'})"
         return f"Signal(0x{self.va:x}, value={self.value})"
+
+
+def __tracebackhide__(excinfo) -> bool:
+    """pytest hides Signal.wait's frame when the wait ended in the runtime's own error (runtime/device.py)."""
+    return excinfo is not None and excinfo.errisinstance((DeadlockError, DeviceFault, DeviceTimeout))

@@ -1,0 +1,170 @@
+"""No Python path of hcqsim crashes the process (issue 22): a closed device refuses with DeviceClosedError, a
+closed system leaves no address that segfaults a thread still reading it, a freed BO stays readable while a CPU
+mapping holds it (as on Linux), and a GPU access to USERPTR memory whose host pages were unmapped is a VM fault
+of that queue.
+
+Each scenario runs in a fresh interpreter: before the fixes each of them killed the process with SIGSEGV, which
+in-process would take the whole test run down instead of failing one test.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_isolated(code: str) -> list[str]:
+    """Run `code` in a fresh interpreter; its stdout lines. Fails on any crash or nonzero exit."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                          timeout=120)
+    if proc.returncode < 0:
+        raise AssertionError(f"the process died of {signal.Signals(-proc.returncode).name}:\n{proc.stdout}"
+                             f"\n{proc.stderr}")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+CLOSED_DEVICE = """
+    from hcqsim.errors import DeviceClosedError
+    from hcqsim.runtime import open_device
+    dev = open_device("sim")
+    buf, sig = dev.alloc(4096), dev.new_signal(3)
+    dev.copyin(buf, b"staged")  # the staging buffers exist: their memory is what a late copyin touched
+    dev.close()
+    for name, call in [("copyin", lambda: dev.copyin(buf, b"x")), ("copyout", lambda: dev.copyout(buf, 4)),
+                       ("Signal.value", lambda: sig.value), ("Signal.wait", lambda: sig.wait(1)),
+                       ("set Signal.value", lambda: setattr(sig, "value", 1)), ("Buffer.view", lambda: buf.view),
+                       ("alloc", lambda: dev.alloc(64)), ("new_signal", lambda: dev.new_signal()),
+                       ("free", lambda: dev.free(buf)), ("synchronize", dev.synchronize),
+                       ("copy_queue", lambda: dev.copy_queue()), ("compute_queue", lambda: dev.compute_queue())]:
+        try:
+            call()
+            print(name, "accepted")
+        except DeviceClosedError as e:
+            print(name, "refused", "is closed" in str(e) and dev.label in str(e))
+    print(repr(sig))
+"""
+
+
+def test_every_use_of_a_closed_device_raises_device_closed_naming_it():
+    lines = run_isolated(CLOSED_DEVICE)
+    refused = [line for line in lines if " refused " in line]
+    assert len(refused) == 12 and all(line.endswith("True") for line in refused), lines
+    assert lines[-1].endswith("device closed)")
+
+
+POLL_WHILE_CLOSING = """
+    import ctypes, threading, time
+    from hcqsim.runtime import open_device
+    for free_running in (True, False):
+        dev = open_device("sim", free_running=free_running)
+        sig, buf = dev.new_signal(5), dev.alloc(4096)
+        view, addr = buf.view, sig.value_addr  # raw pointers a polling thread keeps using
+        buf.view[0] = 2
+        stop, seen = [], []
+        def poll():
+            while not stop:
+                seen.append(int(view[0]) + ctypes.c_uint64.from_address(addr).value)
+        t = threading.Thread(target=poll)
+        t.start()
+        time.sleep(0.05)
+        dev.close()  # the last device: the emulated system closes under the poller
+        time.sleep(0.05)
+        stop.append(1)
+        t.join()
+        print(free_running, seen[0], seen[-1])
+"""
+
+
+def test_closing_a_system_while_another_thread_polls_its_memory_does_not_crash():
+    lines = run_isolated(POLL_WHILE_CLOSING)
+    assert lines == ["True 7 0", "False 7 0"]  # live memory, then the fresh zero pages of the parked window
+
+
+def test_a_closed_window_is_taken_over_so_the_next_system_gets_the_same_addresses():
+    lines = run_isolated("""
+        from hcqsim.kfd import EmulatedSystem
+        bases = []
+        for _ in range(3):
+            s = EmulatedSystem(1)
+            bases.append(s.window.base)
+            s.close()
+        print(len(set(bases)), bases[0] == s.window.preferred_base)
+    """)
+    assert lines == ["1 True"]
+
+
+READ_AFTER_FREE = """
+    import ctypes
+    from test_kfd_driver import GTT, Runtime
+    from hcqsim.kfd import EmulatedSystem
+    s = EmulatedSystem(1)
+    rt = Runtime(s.os)
+    mem = rt.alloc(8192, GTT)  # mapped on the GPU and, through the render node, by the CPU
+    mem.u32(0).value, mem.u32(1024).value = 0x1234, 0x5678
+    rt.map(mem, [rt.gpu_id()], "UNMAP_MEMORY_FROM_GPU")
+    rt.ioctl("FREE_MEMORY_OF_GPU", handle=mem.handle)
+    print(hex(mem.u32(0).value), hex(mem.u32(1024).value))  # the CPU mapping still holds the pages
+    before = rt.ioctl("AVAILABLE_MEMORY", gpu_id=rt.gpu_id()).available
+    try:
+        rt.ioctl("FREE_MEMORY_OF_GPU", handle=mem.handle)
+    except OSError as e:
+        print("second free", e.errno)
+    rt.os.munmap(mem.va, mem.size)  # the last CPU mapping goes: now the memory is released
+    print(s.window.allocation_size(mem.va), rt.ioctl("AVAILABLE_MEMORY", gpu_id=rt.gpu_id()).available == before)
+    again = rt.alloc(8192, GTT, va=rt.reserve(8192))
+    print(hex(again.u32(0).value))
+"""
+
+
+def test_a_cpu_read_after_unmap_and_free_reads_the_pages_the_mapping_still_holds():
+    # amdgpu_gem_object_free runs when the GEM object's last reference goes; an mmap VMA holds one, so on Linux
+    # the CPU keeps reading the freed BO's pages until munmap (FREE_MEMORY_OF_GPU drops only the handle).
+    lines = run_isolated(READ_AFTER_FREE)
+    assert lines == ["0x1234 0x5678", "second free 22", "None True", "0x0"]
+
+
+USERPTR_UNMAPPED = """
+    import ctypes
+    from test_kfd_driver import COMMON, Mem, Runtime
+    from hcqsim import kfd_uapi as k, sdma
+    from hcqsim.kfd import EmulatedSystem
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    s = EmulatedSystem(1)
+    rt = Runtime(s.os)
+    host = libc.mmap(None, 8192, 3, 0x22, -1, 0)  # plain host memory, outside the emulator's window
+    a = rt.ioctl("ALLOC_MEMORY_OF_GPU", va_addr=host, size=8192, gpu_id=rt.gpu_id(),
+                 flags=k.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | COMMON, mmap_offset=host)
+    rt.map(Mem(host, 8192, a.handle, a.mmap_offset, 0), [rt.gpu_id()])
+    mem_event = rt.event(k.KFD_IOC_EVENT_MEMORY)
+    q, other = rt.sdma_queue(), rt.sdma_queue()
+    rt.submit(q, sdma.const_fill(host, 7, 64, 2, "sdma6"))
+    print(ctypes.c_uint32.from_address(host).value)
+    libc.munmap(host, 8192)  # behind the driver's back
+    rt.submit(q, sdma.const_fill(host, 9, 64, 2, "sdma6"))
+    result, data = rt.wait([mem_event], timeout=0)
+    print(result == k.KFD_IOC_WAIT_RESULT_COMPLETE, hex(data[0].memory_exception_data.va) == hex(host))
+    print([f.kind for f in s.gpus[0].faults], s.gpus[0].faults[0].queue)
+    ok = rt.alloc(4096)
+    rt.submit(other, sdma.const_fill(ok.va, 5, 64, 2, "sdma6"))  # another queue keeps working
+    print(ok.u32(0).value)
+    back = libc.mmap(host, 8192, 3, 0x22 | 0x10, -1, 0)  # pages mapped there again: the BO is valid again
+    q2 = rt.sdma_queue()
+    rt.submit(q2, sdma.const_fill(host, 11, 64, 2, "sdma6"))
+    print(back == host, ctypes.c_uint32.from_address(host).value, len(s.gpus[0].faults))
+"""
+
+
+def test_a_gpu_write_to_userptr_memory_whose_host_pages_were_unmapped_is_a_vm_fault_of_that_queue():
+    lines = run_isolated(USERPTR_UNMAPPED)
+    assert lines[0] == "7"
+    assert lines[1] == "True True"  # reported through the memory exception event, with the address
+    assert lines[2] == "['VM fault'] sdma_0"  # the queue that wrote, alone
+    assert lines[3] == "5"
+    assert lines[4] == "True 11 1"
