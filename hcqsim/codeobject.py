@@ -52,6 +52,9 @@ SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 0x1, 0x2, 0x4
 SHN_UNDEF, SHN_ABS = 0, 0xFFF1
 KD_SIZE = 64
 CODE_ALIGN = 256  # COMPUTE_PGM_LO/HI hold the entry address >> 8
+# The largest loaded image accepted: far above any kernel's, low enough that a corrupt section size or address is
+# an error rather than an attempt to allocate it.
+MAX_IMAGE_SIZE = 1 << 30
 
 # ---------------------------------------------------------------------------------------------------
 # kernel descriptor (HARDWARE_FACTS 4.4, LLVM AMDHSAKernelDescriptor.h)
@@ -113,6 +116,14 @@ def decode_descriptor(raw: bytes) -> dict[str, int | bool]:
 # msgpack (only decoding: the NT_AMDGPU_METADATA note)
 
 
+def _hashable(x) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
 class _Msgpack:
     def __init__(self, data: bytes):
         self.data, self.pos = data, 0
@@ -141,7 +152,11 @@ class _Msgpack:
         out = {}
         for _ in range(n):
             key = self.value()
-            out[key if not isinstance(key, list) else tuple(key)] = self.value()
+            if isinstance(key, list):
+                key = tuple(key)
+            if isinstance(key, dict) or (isinstance(key, tuple) and not _hashable(key)):
+                raise ValueError(f"msgpack: a map key at byte {self.pos} is a map (keys are scalars)")
+            out[key] = self.value()
         return out
 
     def ext(self, n: int) -> tuple[int, bytes]:
@@ -367,6 +382,9 @@ class CodeObject:
             self._load(data)
         except (ELFError, ConstructError, struct.error) as e:
             raise ValueError(f"malformed AMDGPU ELF code object: {e}") from None
+        except (IndexError, KeyError, OverflowError, TypeError, AttributeError, UnicodeError, RecursionError) as e:
+            # pyelftools on a corrupt header or table field: still the file's fault, reported as such
+            raise ValueError(f"malformed AMDGPU ELF code object ({type(e).__name__}: {e})") from None
 
     @classmethod
     def from_bytes(cls, elf_bytes: bytes) -> "CodeObject":
@@ -409,6 +427,9 @@ class CodeObject:
             sec = sections[i]
             if sec["sh_type"] == "SHT_NOBITS":
                 return bytes(sec["sh_size"])
+            if sec["sh_offset"] + sec["sh_size"] > len(data):
+                raise ValueError(f"section {sec.name!r} runs past the end of the file (offset 0x{sec['sh_offset']:x}, "
+                                 f"{sec['sh_size']} bytes, file {len(data)} bytes)")
             raw = sec.data()
             if len(raw) != sec["sh_size"]:
                 raise ValueError(f"section {sec.name!r} is truncated ({len(raw)} of {sec['sh_size']} bytes)")
@@ -437,6 +458,9 @@ class CodeObject:
                 self.layout[i] = sections[i]["sh_addr"]
                 pos = max(pos, sections[i]["sh_addr"] + sections[i]["sh_size"])
         self.image_size: int = _align(pos, CODE_ALIGN)
+        if self.image_size > MAX_IMAGE_SIZE:
+            raise ValueError(f"the loaded image would be {self.image_size} bytes (over {MAX_IMAGE_SIZE}): a section "
+                             f"size or address is corrupt")
         self.image_alignment: int = max([CODE_ALIGN] + [sections[i]["sh_addralign"] for i in alloc])
         self.section_offsets: dict[str, int] = {sections[i].name: off for i, off in self.layout.items()}
         raw = bytearray(self.image_size)
@@ -472,7 +496,11 @@ class CodeObject:
                 if not sec["sh_flags"] & SHF_ALLOC:
                     continue  # static relocations kept by --emit-relocs: the linker applied them already
                 place_base = 0  # dynamic relocations: r_offset is a virtual address = image offset
+            if sec["sh_link"] >= len(sections):
+                raise ValueError(f"{sec.name}: sh_link {sec['sh_link']} names no section ({len(sections)} sections)")
             symtab = sections[sec["sh_link"]] if sec["sh_link"] else None
+            if symtab is not None and not hasattr(symtab, "get_symbol"):
+                raise ValueError(f"{sec.name}: sh_link names section {symtab.name!r}, which is not a symbol table")
             for rel in sec.iter_relocations():
                 kind = R_AMDGPU.get(rel["r_info_type"], f"type {rel['r_info_type']}")
                 if kind not in _SUPPORTED:

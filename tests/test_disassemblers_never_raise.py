@@ -72,3 +72,43 @@ def test_pm4_and_sdma_disassemble_never_raise_on_bytes(data):
 def test_shader_disassemble_never_raises_on_bytes(code, arch, annotate):
     text = disassemble(code, arch, annotate=annotate)
     assert len(text.splitlines()) <= len(code) // 4 + 1
+
+
+# -- code objects: a corrupt file is a ValueError naming what is wrong, never another exception -----------------
+
+def _corrupt(data: bytes, rng) -> bytes:
+    """One of three damages a file really suffers: a few bytes changed, cut short, a run of bytes overwritten."""
+    data = bytearray(data)
+    mode = rng.random()
+    if mode < 0.4:
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+    elif mode < 0.7:
+        data = data[:rng.randrange(len(data))]
+    else:
+        j = rng.randrange(64, len(data) - 8)
+        data[j:j + 8] = rng.randbytes(8)
+    return bytes(data)
+
+
+def test_corrupt_code_objects_raise_only_value_errors():
+    import random
+    from hcqsim.codeobject import CodeObject
+    from hcqsim.kernels import code_object
+    good = [code_object("inc", arch) for arch in ("gfx1100", "gfx942")]
+    rng = random.Random(7)  # deterministic: the same 600 files every run
+    for i in range(600):
+        data = _corrupt(good[i % 2], rng)
+        try:
+            CodeObject(data)
+        except ValueError as e:
+            assert str(e), "an error without a message"
+        except Exception as e:  # pragma: no cover - the failure report
+            raise AssertionError(f"case {i}: {type(e).__name__}: {e}") from e
+
+
+def test_code_object_limits_and_links_are_checked():
+    from hcqsim.codeobject import _Msgpack
+    import pytest
+    with pytest.raises(ValueError, match="map key"):
+        _Msgpack(bytes([0x81, 0x81, 0x01, 0x02, 0x03])).value()  # {{1: 2}: 3}: a map as a key
