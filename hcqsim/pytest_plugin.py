@@ -15,7 +15,11 @@ the initial conftests are loaded, each only if no conftest or plugin registered 
 Importing the plugin loads neither the runtime nor the emulator: the runtime is imported when a fixture opens
 a device or an option value other than the default has to be checked, and nothing is built for a run that
 never asks for `device`/`devices`. The header line appears only when an hcqsim option is set (on the command
-line or by a conftest, as hcqsim's hwtests set the sanitizer). `-p no:hcqsim` disables the plugin entirely.
+line or by a conftest, as hcqsim's hwtests set the sanitizer). `-p no:hcqsim` disables the plugin entirely;
+with plugin autoloading off (PYTEST_DISABLE_PLUGIN_AUTOLOAD), `-p hcqsim.pytest_plugin` or a conftest's
+`pytest_plugins = ["hcqsim.pytest_plugin"]` turns it on (aliases included; with autoloading on, pytest already
+loaded it as `hcqsim` and refuses the second name, so list it only where autoloading is off). Options registered later by a
+conftest below the initial ones (which pytest does not support for options anyway) are not seen.
 
 `--sim-sanitize` / `--no-sim-sanitize` turn the runtime's sanitizer on or off (default off; a conftest may set
 `config.option.hcqsim_sanitize` when neither was given, as hcqsim's own hwtests do). `--sim-free-running` runs
@@ -83,10 +87,22 @@ DEFAULTS = {o.dest: o.attrs["default"] for o in OPTIONS if "default" in o.attrs}
 _USED = pytest.StashKey[dict]()  # on a test item: the device options its fixtures opened devices with
 
 
-def pytest_addoption(parser):
+def pytest_addoption(parser, pluginmanager):
     group = parser.getgroup(GROUP, "hcqsim (emulated or real AMD GPUs)")
     for opt in OPTIONS:
         group.addoption(opt.name, **opt.attrs)
+    if getattr(pluginmanager, "_conftest_plugins", None):
+        # Loaded by a conftest's `pytest_plugins` (the initial conftests are loading, so the wrapper below is
+        # not called for this run): the project opted in, so its short aliases are added now, where free.
+        _add_free_aliases(parser)
+
+
+def _add_free_aliases(parser) -> None:
+    taken = _registered_names(parser)
+    group = parser.getgroup(GROUP)
+    for opt in OPTIONS:
+        if opt.alias not in taken:
+            group.addoption(opt.alias, **opt.attrs)
 
 
 def _registered_names(parser) -> set[str]:
@@ -98,11 +114,7 @@ def _registered_names(parser) -> set[str]:
 def pytest_load_initial_conftests(early_config, parser, args):
     """After the initial conftests registered their options, add each short alias nobody took."""
     result = yield
-    taken = _registered_names(parser)
-    group = parser.getgroup(GROUP)
-    for opt in OPTIONS:
-        if opt.alias not in taken:
-            group.addoption(opt.alias, **opt.attrs)
+    _add_free_aliases(parser)
     return result
 
 

@@ -109,3 +109,11 @@ def test_a_failing_test_that_never_used_the_fixtures_gets_no_hcqsim_section(pyte
     result = pytester.runpytest_subprocess(*QUIET)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert hcqsim_output(result.stdout.str()) == []
+
+
+def test_with_autoload_off_a_project_opts_in_through_pytest_plugins_and_gets_the_short_names(pytester, monkeypatch):
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makeconftest('pytest_plugins = ["hcqsim.pytest_plugin"]\n')
+    pytester.makepyfile("def test_it(device):\n    assert device.target == 'gfx942'\n")
+    result = pytester.runpytest_subprocess("--device=sim", "--sim-target=gfx942", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
