@@ -76,6 +76,22 @@ def test_a_truncated_code_object_is_an_input_error(code_object_file, tmp_path):
                           str(cut), "malformed")
 
 
+def test_a_code_object_for_an_unknown_target_asks_for_arch(code_object_file, tmp_path):
+    data = bytearray(code_object_file.read_bytes())
+    data[48] = 0x30  # e_flags (offset 48 in the ELF64 header): EF_AMDGPU_MACH 0x30, not one hcqsim disassembles
+    other = tmp_path / "other.co"
+    other.write_bytes(bytes(data))
+    assert_one_line_error(hcqsim("disasm", "code-object", "--file", str(other)), disasm_command.EXIT_INPUT,
+                          "EF_AMDGPU_MACH 0x30", "--arch")
+    r = hcqsim("disasm", "code-object", "--arch", "gfx942", "--file", str(other))
+    assert r.returncode == 0 and r.stdout.decode().startswith("inc:  ; gfx942"), r.stderr.decode()
+
+
+def test_a_directory_is_not_a_file(tmp_path):
+    assert_one_line_error(hcqsim("disasm", "pm4", "--file", str(tmp_path)), disasm_command.EXIT_INPUT,
+                          f"cannot read {tmp_path}")
+
+
 def test_a_binary_file_given_as_hex_text_is_an_input_error(code_object_file):
     assert_one_line_error(hcqsim("disasm", "pm4", "--hex", "--file", str(code_object_file)),
                           disasm_command.EXIT_INPUT, "not text of hex words", "without --hex")
