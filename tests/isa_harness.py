@@ -626,7 +626,7 @@ def sdwa_place(result: int, old32: int, sel: int, unused: int) -> int:
 
 @dataclass
 class SdwaCase(ValuCase):
-    """A VOP1/VOP2 instruction with an SDWA dword: each source's `sel`/`sext` picks what the operation reads,
+    """A VOP1/VOP2/VOPC instruction with an SDWA dword: each source's `sel`/`sext` picks what the operation reads,
     `dst_sel`/`dst_unused` where its result goes. A 16-bit result under DST_SEL:DWORD leaves bits 31:16 open
     (not asserted)."""
 
@@ -647,6 +647,9 @@ class SdwaCase(ValuCase):
                         x &= 0xFFFF
                 args.append(_apply_mods(x, s))
             res = self.ref(*args, **kw)
+            if self.dst == "bit":  # a compare: only the lane-mask bit
+                out.append((None, int(res)))
+                continue
             bit = None
             if self.sdst is not None:
                 res, bit = res
@@ -682,7 +685,8 @@ def sdwa_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Cal
     """`n` SDWA forms (name_sdwa) of one VOP1/VOP2 opcode with random selects: SRCn_SEL and (integer and bit
     sources, `sext_ok`) SEXT per source, neg/abs on float sources (`fmods`), sometimes one source in an SGPR
     (GFX9 SDWA S0/S1), DST_SEL and DST_UNUSED, clamp and omod (`out_mods`). A "bit" source is VCC; `sdst` "mask"
-    adds VCC as a carry-out destination (VOP2 SDWA has no SDST)."""
+    adds VCC as a carry-out destination (VOP2 SDWA has no SDST). A "bit" result (VOPC) goes to VCC or an SGPR pair.
+    (v_cmpx is not generated: GFX9 v_cmpx writes EXEC and its SDST.)"""
     r = rng(arch, name, "sdwa", seed)
     if fmods is None:
         fmods = any(_fmt_of(k) is not None for k in srcs)
@@ -712,6 +716,12 @@ def sdwa_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Cal
             t = f"|{t}|" if ab else t
             texts.append(f"-{t}" if neg else t)
             sels.append(f"src{len(sels)}_sel:{SDWA_SELS[sel]}")
+        if dst == "bit":  # VOPC: the compare bits go to VCC or (SD) an SGPR pair; no DST_SEL, no output modifiers
+            mask_dst = r.choice(["vcc", "sgpr"])
+            line = (f"{name}_sdwa {mask_operand(arch, 'vcc' if mask_dst == 'vcc' else 'sgpr_out')}, "
+                    f"{', '.join(texts)} " + " ".join(sels))
+            out.append(SdwaCase(arch, line, fn, case_srcs, dst, sdst=mask_dst, doc=doc))
+            continue
         clamp = bool(out_mods and r.random() < 0.35)
         omod = r.choice([0, 0, 1, 2, 3]) if (out_mods and _fmt_of(dst) is not None) else 0
         dst_sel, unused = r.choice(range(7)), r.choice(range(3))

@@ -1,11 +1,11 @@
-"""gfx942 (CDNA3) SDWA forms of the VOP2 instructions, one at a time, against references written from the CDNA3/CDNA4
+"""gfx942 (CDNA3) SDWA forms of the VOP2 instructions (and a sample of VOP1 and VOPC), one at a time, against references written from the CDNA3/CDNA4
 ISA guide's pseudocode (tests/isa_reference.py) and the SDWA rules (tests/isa_harness.sdwa_select / sdwa_place):
 every source is a byte, word or dword of its register (SRCn_SEL), zero- or sign-extended (SEXT, integer sources),
 then neg/abs (float sources); the result's low bits land in the byte/word DST_SEL names and DST_UNUSED decides the
 rest (zeros, the placed part's sign above it, or the old bits). Random selects, an SGPR source now and then (GFX9
 SDWA S0/S1), clamp and omod; operands weighted to special values; 192 operand vectors (3 wave64s) per instruction.
 
-The opcode list is every VOP2 opcode LLVM's gfx942 assembler accepts with _sdwa (checked by
+The VOP2 list is every VOP2 opcode LLVM's gfx942 assembler accepts with _sdwa (checked by
 test_every_vop2_opcode_with_an_sdwa_form_is_covered), the carry-out ops included: LLVM's SIPeepholeSDWA turns
 V_ADD_CO_U32 / V_SUB_CO_U32 (and the V_ADDC / V_SUBB that consume their carry) into _sdwa forms at O2, carry in and
 out in VCC. clamp on a carry op saturates the result where it carried or borrowed and leaves the carry out as it is
@@ -99,6 +99,51 @@ for nm, fn, adds, n_in in (("v_add_co_u32", ref.add_co, True, 2), ("v_sub_co_u32
     S("carry", nm, ("u32", "u32", "bit")[:n_in], "u32", _carry(fn, adds), fn.__doc__, sdst="mask", int_clamp=True,
       n=10)
 
+# VOP1: moves, bit ops, conversions, rounding (a sample: SDWA on VOP1 shares the select/place path of VOP2)
+for nm, src, dst, fn, kw in (
+        ("v_mov_b32", "b32", "b32", lambda x: x, {"fmods": False}),
+        ("v_not_b32", "b32", "b32", lambda x: ~x & 0xFFFFFFFF, {"fmods": False}),
+        ("v_bfrev_b32", "b32", "b32", ref.brev32, {"fmods": False}),
+        ("v_ffbh_u32", "b32", "b32", ref.clz, {"fmods": False}),
+        ("v_cvt_f32_ubyte1", "b32", "f32", ref.cvt_ubyte(1), {"fmods": False}),
+        ("v_cvt_f32_f16", "f16", "f32", ref.f_to_f(F16, F32), {}),
+        ("v_cvt_f16_f32", "f32", "f16", ref.f_to_f(F32, F16), {}),
+        ("v_cvt_f32_i32", "i32", "f32", ref.int_to_f(F32, 32, True), {}),
+        ("v_cvt_f32_u32", "u32", "f32", ref.int_to_f(F32, 32, False), {}),
+        ("v_cvt_f16_i16", "i16", "f16", ref.int_to_f(F16, 16, True), {}),
+        ("v_cvt_f16_u16", "u16", "f16", ref.int_to_f(F16, 16, False), {}),
+        ("v_cvt_i32_f32", "f32", "i32", ref.f_to_int(F32, 32, True), {"out_mods": False}),
+        ("v_cvt_u16_f16", "f16", "u16", ref.f_to_int(F16, 16, False), {"out_mods": False}),
+        ("v_frexp_mant_f32", "f32", "f32", ref.frexp_mant(F32), {})):
+    S("vop1", nm, (src,), dst, fn, fn.__doc__ or nm, **kw)
+
+
+def _float_cmp(pred: str, f):
+    lt, eq = (lambda a, b: ref.f_lt(a, b, f)), (lambda a, b: ref.f_eq(a, b, f))
+    nan = lambda a, b: ref.is_nan(a, f) or ref.is_nan(b, f)  # noqa: E731
+    return {"lt": lambda a, b: lt(a, b), "eq": lambda a, b: eq(a, b), "ge": lambda a, b: lt(b, a) or eq(a, b),
+            "u": nan, "nlt": lambda a, b: not lt(a, b), "lg": lambda a, b: lt(a, b) or lt(b, a)}[pred]
+
+
+def _int_cmp(pred: str, bits: int, signed: bool):
+    def fn(a: int, b: int) -> bool:
+        x, y = (ref.sext(a, bits), ref.sext(b, bits)) if signed else (ref.u(a, bits), ref.u(b, bits))
+        return {"lt": x < y, "eq": x == y, "ge": x >= y, "ne": x != y, "gt": x > y}[pred]
+    return fn
+
+
+# VOPC: the compare bit per lane in VCC or an SGPR pair (IEEE compares: NaN unordered, -0 == +0)
+for k, f in (("f32", F32), ("f16", F16)):
+    for pred in ("lt", "eq", "ge", "u", "nlt", "lg"):
+        S("vopc", f"v_cmp_{pred}_{k}", (k, k), "bit", _float_cmp(pred, f), f"V_CMP_{pred.upper()}_{k.upper()}")
+for bits in (32, 16):
+    for signed in (True, False):
+        k = ("i" if signed else "u") + str(bits)
+        for pred in ("lt", "eq", "ge", "ne", "gt"):
+            S("vopc", f"v_cmp_{pred}_{k}", (k, k), "bit", _int_cmp(pred, bits, signed),
+              f"V_CMP_{pred.upper()}_{k.upper()}")
+S("vopc", "v_cmp_class_f32", ("f32", "u32"), "bit", ref.cmp_class(F32), "V_CMP_CLASS_F32", sext_ok=False)
+
 
 def _assemble_groups() -> None:
     ok, bad = keep_accepted(ARCH, [c for _, c in _PENDING])
@@ -148,6 +193,16 @@ def test_carry_ops_take_and_give_the_carry_in_vcc(case):
     verify(case)
 
 
+@_cases("vop1")
+def test_vop1_ops_read_the_selected_part_and_place_the_result(case):
+    verify(case)
+
+
+@_cases("vopc")
+def test_compares_of_selected_parts_set_the_lane_mask(case):
+    verify(case)
+
+
 def _base(line: str) -> str:
     return line.split()[0].removesuffix("_sdwa")
 
@@ -173,8 +228,9 @@ def test_every_vop2_opcode_with_an_sdwa_form_is_covered():
     shapes = ("v2, v10, v12", "v2, vcc, v10, v12", "v2, vcc, v10, v12, vcc", "v2, v10, v12, vcc")
     with_sdwa = {name for name, _ in VOP2.values()
                  if any(isa_harness.accepted(ARCH, f"{name}_sdwa {ops}{tail}") for ops in shapes)}
-    assert with_sdwa - WANTED - set(NOT_COVERED) == set()
-    assert WANTED - with_sdwa == set(), "tested opcodes LLVM does not assemble with _sdwa"
+    vop2 = WANTED & {name for name, _ in VOP2.values()}
+    assert with_sdwa - vop2 - set(NOT_COVERED) == set()
+    assert vop2 - with_sdwa == set(), "tested opcodes LLVM does not assemble with _sdwa"
 
 
 def test_pk_fmac_with_sdwa_is_refused_cleanly():

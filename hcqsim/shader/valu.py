@@ -238,10 +238,14 @@ def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
     if name in alu.CARRY:
         return _compile_sdwa_carry(instr, ctx)
     cmp = alu.compare(name)
+    cmp_ts = (cmp[0], cmp[0]) if cmp else None
+    if name.startswith(("v_cmp_class_", "v_cmpx_class_")):  # S1 is the class mask
+        typ = name.rsplit("_", 1)[1]
+        cmp, cmp_ts = (typ, fpmath.fp_class, name.startswith("v_cmpx")), (typ, "u16" if typ == "f16" else "u32")
     entry = alu.VALU.get(name)
     if cmp is None and entry is None:
         raise ctx.unsupported(instr, "VALU operation not implemented with SDWA")
-    in_ts = (cmp[0], cmp[0]) if cmp else tuple(t for t in entry[1] if t != "mask")
+    in_ts = cmp_ts if cmp else tuple(t for t in entry[1] if t != "mask")
     takes_vcc = entry is not None and "mask" in entry[1]
     readers = _sdwa_readers(instr, ctx, in_ts)
     if takes_vcc:  # v_cndmask_b32_sdwa: the lane mask is VCC
