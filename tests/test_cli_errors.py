@@ -211,3 +211,18 @@ def test_trace_returns_the_programs_failure_and_still_writes_the_trace(tmp_path)
     out = _subprocess("trace", "-o", str(trace), "--", str(script))
     assert out.returncode == 1 and trace.exists()
     assert "ValueError: boom" in out.stderr and 'bad.py", line 3' in out.stderr and "trace_command" not in out.stderr
+
+
+def test_trace_runs_pytest_on_the_users_tests_and_records_the_fixtures_gpus(tmp_path):
+    (tmp_path / "test_mine.py").write_text(
+        "def test_fill(device):\n"
+        "    buf, sig = device.alloc(4096), device.new_signal(0)\n"
+        "    device.copy_queue().fill(buf, 7, 4096).signal(sig, 1).submit()\n"
+        "    sig.wait(1)\n")
+    trace = tmp_path / "t.json"
+    out = _subprocess("trace", "-o", str(trace), "--", "python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                      str(tmp_path / "test_mine.py"), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 passed" in out.stdout and "1 emulated GPU(s) created by python -m pytest" in out.stderr
+    names = " ".join(e.get("name", "") for e in json.loads(trace.read_text())["traceEvents"]).upper()
+    assert "FILL" in names and "FENCE" in names
