@@ -271,16 +271,22 @@ def _compile_sdwa(instr: Instr, ctx: Context) -> Run:
         if name not in SATURATING:
             raise ctx.unsupported(instr, "integer clamp on an operation without a saturating form")
         saturate = alu.saturator(out_t)
+    flush_in, flush_out = _flushes(name, entry[1], out_t)  # a flushing MODE applies as without SDWA
+    fn = fpmath.minmax_family(name, ctx.ieee, ctx.true16) or fn  # IEEE mode and the CDNA NaN order, as without SDWA
 
     def run(W, w):
         lanes = W.exec_lanes(w)
         args = [r(W, w) for r in readers]
+        if W.flushing:
+            args = flush_in(W, w, args)
         if saturate is not None:
             value = saturate(fn(*[np.asarray(a).astype(np.int64) for a in args]))
         else:
             value = np.asarray(fn(*args)).astype(DTYPES[out_t], copy=False)
         if post is not None:
             value = post(value)
+        if W.flushing:
+            value = flush_out(W, w, value)
         write(W, w, value.view(U16).astype(U32) if WIDTH[out_t] == 16 else value.view(U32), lanes)
         step(W, w)
     return run
