@@ -131,12 +131,12 @@ class State:
 def run_instruction(arch: str, line: str, *, waves: int | None = None, v: dict[int, np.ndarray] | None = None,
                     s: dict[int, np.ndarray] | None = None, exec_lanes: np.ndarray | None = None,
                     vcc_lanes: np.ndarray | None = None, scc: np.ndarray | None = None,
-                    accum_offset: int | None = None) -> State:
+                    accum_offset: int | None = None, mode: int | None = None) -> State:
     """Run one instruction once over `waves` waves (default: VECTORS lanes in all) and return the state after it.
 
     v: VGPR number -> uint32 [waves * lanes] (VGPRs not given start at 0; with `accum_offset`, a[n] is v-index
     accum_offset + n); s: SGPR operand number -> uint32 [waves]; exec_lanes / vcc_lanes: bool [waves * lanes];
-    scc: bool [waves]."""
+    scc: bool [waves]; mode: the MODE register of every wave (default: fpmode's launch value for FLOAT_MODE 0xF0)."""
     run = compiled(arch, line) if accum_offset is None else compiled(arch, line, accum_offset)
     lanes = LANES[arch]
     n = waves if waves is not None else VECTORS // lanes
@@ -151,6 +151,8 @@ def run_instruction(arch: str, line: str, *, waves: int | None = None, v: dict[i
         W.set_mask(slice(None), VCC, np.asarray(vcc_lanes, bool).reshape(n, lanes))
     if scc is not None:
         W.scc[:] = np.asarray(scc, bool)
+    if mode is not None:
+        W.set_mode(slice(None), mode)
     run(W, slice(None))
     return State(n, lanes, W)
 

@@ -98,3 +98,23 @@ def test_a_packed_16_bit_op_reads_both_halves_of_an_aperture_constant():
     st = run_instruction("gfx942", "v_pk_add_u16 v2, src_private_base, v10", waves=1,
                          v={10: lanes_of("gfx942", 0x00050003)})
     assert int(st.W.v[0, 2, 0]) == 0x00070003  # src_private_base = 0x00020000: <0x0000 + 3, 0x0002 + 5>
+
+
+def test_vopd_halves_flush_denormals_in_a_flushing_mode():
+    """MODE.FP_DENORM f32 = 0 flushes the sources and results of each VOPD half as of the VOP2 form (the VOPD path
+    kept denormals before)."""
+    line = "v_dual_add_f32 v2, v10, v12 :: v_dual_mul_f32 v3, v13, v15"  # VOPD: sources in different banks
+    v = {10: lanes_of("gfx1100", 0x00000001), 12: lanes_of("gfx1100", 0x00000000),  # denormal + 0
+         13: lanes_of("gfx1100", 0x00800000), 15: lanes_of("gfx1100", 0x3F000000)}  # 2^-126 * 0.5: a denormal
+    kept = run_instruction("gfx1100", line, waves=1, v=v)
+    assert (int(kept.W.v[0, 2, 0]), int(kept.W.v[0, 3, 0])) == (0x00000001, 0x00400000)
+    flushed = run_instruction("gfx1100", line, waves=1, v=v, mode=0x3C0)
+    assert (int(flushed.W.v[0, 2, 0]), int(flushed.W.v[0, 3, 0])) == (0, 0)
+
+
+def test_vopd_halves_read_their_sources_before_either_writes():
+    """Found writing the test above: a v_dual_mov result was a view of its source register, so the other half's
+    write changed it (the swap gave both registers the same value)."""
+    st = run_instruction("gfx1100", "v_dual_mov_b32 v2, v3 :: v_dual_mov_b32 v3, v2", waves=1,
+                         v={2: lanes_of("gfx1100", 0x11111111), 3: lanes_of("gfx1100", 0x22222222)})
+    assert (int(st.W.v[0, 2, 0]), int(st.W.v[0, 3, 0])) == (0x22222222, 0x11111111)

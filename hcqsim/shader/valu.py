@@ -534,14 +534,22 @@ def compile_vopd(instr: Instr, ctx: Context) -> Run:
                 readers.append(lambda W, w: W.lanes_of(w, VCC))
             else:
                 readers.append(vsrc(ctx, instr, code, typ))
-        halves.append((readers, fn, DTYPES[out_t], vdst_writer(ctx, instr, vdst, out_t)))
+        halves.append((readers, fn, DTYPES[out_t], vdst_writer(ctx, instr, vdst, out_t), _flushes(name, in_ts, out_t)))
     step = advance(instr.size)
+
+    def half(W, w, readers, fn, dt, flushes):
+        """One half's result as its own array: a move's result would be a view of its source register, which
+        the other half's write could change before this half writes."""
+        args = [r(W, w) for r in readers]
+        if not W.flushing:
+            return np.array(fn(*args), dt)
+        flush_in, flush_out = flushes  # a flushing MODE applies to each half as to the VOP2 form
+        return np.array(flush_out(W, w, np.asarray(fn(*flush_in(W, w, args))).astype(dt, copy=False)), dt)
 
     def run(W, w):
         lanes = W.exec_lanes(w)
-        results = [np.asarray(fn(*[r(W, w) for r in readers])).astype(dt, copy=False)
-                   for readers, fn, dt, _ in halves]
-        for (_, _, _, write), value in zip(halves, results):
+        results = [half(W, w, readers, fn, dt, flushes) for readers, fn, dt, _, flushes in halves]
+        for (_, _, _, write, _), value in zip(halves, results):
             write(W, w, value, lanes)
         step(W, w)
     return run
