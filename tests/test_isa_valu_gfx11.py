@@ -1,6 +1,6 @@
 """gfx1100 (RDNA3) VALU instructions, one at a time, against references written from the ISA guide's pseudocode
 (tests/isa_reference.py): operands weighted to special values, random legal modifiers (neg, abs, .h/.l halves,
-clamp, omod; each variant kept only when LLVM's assembler accepts it), 256 operand vectors per instruction in one run.
+clamp, omod; each variant kept only when LLVM's assembler accepts it), 192 operand vectors (6 wave32s) per instruction in one run.
 An instruction the shader core does not implement is an xfail with reason "unimplemented"."""
 from __future__ import annotations
 

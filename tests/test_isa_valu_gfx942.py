@@ -1,6 +1,6 @@
 """gfx942 (CDNA3) VALU instructions, one at a time, against references written from the CDNA3/CDNA4 ISA guide's
 pseudocode (tests/isa_reference.py): operands weighted to special values, random legal modifiers (neg, abs, clamp,
-omod; each variant kept only when LLVM's assembler accepts it), 256 operand vectors (4 wave64s) per instruction.
+omod; each variant kept only when LLVM's assembler accepts it), 192 operand vectors (3 wave64s) per instruction.
 GFX9 rules: the 16-bit results LLVM lists in GCNSubtarget::zeroesHigh16BitsOfDest zero bits 31:16 (v_mac_f16 and
 v_mad_mixlo/hi keep them); other 16-bit results' high bits are not asserted. Unimplemented: xfail "unimplemented"."""
 from __future__ import annotations
