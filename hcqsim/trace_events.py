@@ -79,7 +79,9 @@ def from_trace_lines(lines: Iterable[str], pid: int = 0, process: str = "GPU", t
                      queue_tids: dict[str, int] | None = None) -> list[dict]:
     """The emulator's trace (`EmulatedGPU.trace_lines()`: "<clock> <queue> <what>") as trace events: each
     packet a slice on its queue's track lasting until that queue's next entry, writes, copies, interrupts
-    and faults as instants. Clock ticks are 100 MHz (10 ns)."""
+    and faults as instants. Clock ticks are 100 MHz (10 ns). One GPU's trace is on that GPU's virtual clock,
+    which counts only its own work and stands still while its queues wait: the traces of two GPUs of one system
+    are not on one time base (a schedule profile is: hcqsim.runtime.profile)."""
     tids = {} if queue_tids is None else queue_tids
     parsed = []
     for line in lines:
