@@ -22,23 +22,7 @@ from hcqsim.compiler import compile_llvm
 from hcqsim.native import build, stacks
 
 PROGRAM = Path(__file__).with_name("native") / "hip_check.c"
-SCALE_IR = r"""
-declare i32 @llvm.amdgcn.workitem.id.x()
-declare i32 @llvm.amdgcn.workgroup.id.x()
-define amdgpu_kernel void @scale(ptr addrspace(1) %in, ptr addrspace(1) %out, i32 %k) {
-  %t = call i32 @llvm.amdgcn.workitem.id.x()
-  %g = call i32 @llvm.amdgcn.workgroup.id.x()
-  %base = mul i32 %g, 256
-  %i = add i32 %base, %t
-  %p = getelementptr i32, ptr addrspace(1) %in, i32 %i
-  %v = load i32, ptr addrspace(1) %p
-  %m = mul i32 %v, %k
-  %r = add i32 %m, %i
-  %q = getelementptr i32, ptr addrspace(1) %out, i32 %i
-  store i32 %r, ptr addrspace(1) %q
-  ret void
-}
-"""  # out[i] = in[i] * k + i, 256 work-items per workgroup
+SCALE_IR = (Path(__file__).with_name("native") / "scale.ll").read_text()  # out[i] = in[i] * k + i
 STEPS = ["copies ok", "stream ok elapsed_ms>=0 1", "kernel ok"]
 
 
@@ -58,10 +42,10 @@ def code_object(tmp_path, target: str) -> Path:
     return path
 
 
-def run_hip(tmp_path, program, target: str, gpus: int = 1) -> tuple[subprocess.CompletedProcess, list[str]]:
+def run_hip(tmp_path, program, target: str, gpus: int = 1, *mode: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     log = tmp_path / "calls.log"
     cmd = [sys.executable, "-m", "hcqsim", "run", "--stack", "debian13-hip", "--target", target, "--gpus", str(gpus),
-           "--log", str(log), "--", str(program), str(code_object(tmp_path, target))]
+           "--log", str(log), "--", str(program), str(code_object(tmp_path, target)), *mode]
     env = {key: value for key, value in os.environ.items() if key != "HSA_ENABLE_SDMA"}  # SDMA on, ROCr's default
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     return done, log.read_text().splitlines() if log.exists() else []
@@ -85,6 +69,16 @@ def test_hip_copies_between_two_emulated_gpus(program, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert done.stdout.splitlines() == ["devices 2", *STEPS, "peer ok", "done"]
     assert unexpected(log) == []
+
+
+def test_a_kernel_that_faults_is_reported_by_rocr_as_a_gpu_memory_access_fault(program, tmp_path):
+    # the kernel stores to 0x1000, which nothing maps: hcqsim's VM fault reaches ROCr as KFD's memory exception
+    # event, and ROCr does what it does on hardware: prints the fault and aborts the process
+    done, _ = run_hip(tmp_path, program, "gfx942", 1, "fault")
+    assert done.returncode == -6, done.stdout + done.stderr[-3000:]  # SIGABRT from ROCr's VMFaultHandler
+    assert "launching a faulting kernel" in done.stdout and "FAIL fault" not in done.stdout
+    assert "Memory access fault by GPU node-1" in done.stderr
+    assert "on address 0x1000. Reason: Page not present" in done.stderr
 
 
 def test_code_objects_for_rocm_loaders_are_v5_shared_objects(tmp_path):

@@ -20,6 +20,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", default="debian13", choices=sorted(STACKS), help="the pinned ROCm userspace")
     p.add_argument("--log", metavar="FILE", help="append every device call that failed (with its errno) to FILE")
     p.add_argument("--trace", action="store_true", help="log every device call, not only failures")
+    p.add_argument("--deadlock-timeout", type=float, default=60, metavar="S",
+                   help="a queue blocked with nothing changing for S seconds ends the program with the machine's "
+                        "description and exit status 3 (0: never)")
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
 
 
@@ -31,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         print("hcqsim run: --gpus must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     try:
-        cmd, env = prepare(argv, args.target, args.gpus, args.stack, args.log, args.trace)
+        cmd, env = prepare(argv, args.target, args.gpus, args.stack, args.log, args.trace, args.deadlock_timeout)
     except (StackUnavailable, LaunchError, BuildError) as e:
         print(f"hcqsim run: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -18,6 +18,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from collections import Counter
 from typing import TYPE_CHECKING, TextIO
@@ -33,6 +34,8 @@ CLOSE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)
 IOCTL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
 MMAP = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                         ctypes.c_int64)
+DEADLOCK_EXIT = 3  # the process's exit status when the deadlock watchdog ends it
+
 MUNMAP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64)
 
 
@@ -57,7 +60,7 @@ class NativeHost:
     """Routes one native process's device calls to `system` (an EmulatedSystem, free-running for native code)."""
 
     def __init__(self, system: "EmulatedSystem", library: str | os.PathLike | None = None,
-                 log: TextIO | None = None, trace: bool = False):
+                 log: TextIO | None = None, trace: bool = False, deadlock_timeout: float = 0):
         self.system, self.log, self.trace = system, log, trace
         self.failures: list[str] = []
         self.calls: Counter = Counter()
@@ -77,6 +80,27 @@ class NativeHost:
         self._faults_seen = [0] * len(system.gpus)
         if log is not None:  # GPU faults are reported as they happen: the native program may never ask
             threading.Thread(target=self._watch_faults, name="hcqsim-native-faults", daemon=True).start()
+        self.deadlock_timeout = deadlock_timeout
+        if deadlock_timeout:
+            threading.Thread(target=self._watch_deadlock, name="hcqsim-native-deadlock", daemon=True).start()
+
+    def _watch_deadlock(self) -> None:
+        """A queue blocked on memory with the machine otherwise quiet, unchanged for `deadlock_timeout` seconds:
+        the program waits for something nothing will do. Report the machine (describe()) and end the process
+        with DEADLOCK_EXIT instead of hanging silently."""
+        since, last = None, None
+        while not self._closed.wait(0.5):
+            blocked = self.system.stuck()
+            state = [str(b) for b in blocked] if blocked else None
+            if state is None or state != last:
+                since, last = (time.monotonic() if state else None), state
+                continue
+            if time.monotonic() - since >= self.deadlock_timeout:
+                text = (f"hcqsim native: deadlock: {len(state)} queue(s) blocked and nothing changed for "
+                        f"{self.deadlock_timeout:g} s; the machine:\n{self.system.describe()}")
+                for out in {sys.stderr, self.log} - {None}:
+                    print(text, file=out, flush=True)
+                os._exit(DEADLOCK_EXIT)
 
     def _at_python_exit(self) -> None:
         """A Python program is exiting: shut ROCr down while the interpreter still runs its callbacks (ROCr counts
@@ -191,4 +215,5 @@ def start_embedded() -> NativeHost:
     system = EmulatedSystem(num_gpus=int(env.get("HCQSIM_NATIVE_GPUS", "1")),
                             target=env.get("HCQSIM_NATIVE_TARGET", "gfx1100"), free_running=True)
     return activate(NativeHost(system, env.get("HCQSIM_NATIVE_LIB"), log=log_from_env(),
-                               trace=env.get("HCQSIM_NATIVE_TRACE") == "1"))
+                               trace=env.get("HCQSIM_NATIVE_TRACE") == "1",
+                               deadlock_timeout=float(env.get("HCQSIM_NATIVE_DEADLOCK_TIMEOUT", "0"))))

@@ -43,12 +43,14 @@ def find_program(name: str, stack: Unpacked) -> str:
     return name
 
 
-def environment(target: str, gpus: int, stack: Unpacked, log: str | None = None, trace: bool = False) -> dict:
+def environment(target: str, gpus: int, stack: Unpacked, log: str | None = None, trace: bool = False,
+                deadlock_timeout: float = 0) -> dict:
     """The variables the embedded host reads (added to the current environment)."""
     env = dict(os.environ)
     env.update(HCQSIM_NATIVE_EMBED="1", HCQSIM_NATIVE_LIB=str(interposer_path()), HCQSIM_NATIVE_LIBPYTHON=libpython(),
                HCQSIM_NATIVE_PYTHONHOME=sys.base_prefix, HCQSIM_NATIVE_SYSPATH=os.pathsep.join(sys.path),
                HCQSIM_NATIVE_TARGET=target, HCQSIM_NATIVE_GPUS=str(gpus),
+               HCQSIM_NATIVE_DEADLOCK_TIMEOUT=str(deadlock_timeout),
                HCQSIM_NATIVE_REDIRECTS="".join(f"{a}={b}\n" for a, b in stack.redirects()))
     if log:
         env["HCQSIM_NATIVE_LOG"] = log
@@ -65,9 +67,9 @@ def command(argv: list[str], stack: Unpacked) -> list[str]:
 
 
 def prepare(argv: list[str], target: str = "gfx1100", gpus: int = 1, stack: str = "debian13",
-            log: str | None = None, trace: bool = False) -> tuple[list[str], dict]:
+            log: str | None = None, trace: bool = False, deadlock_timeout: float = 0) -> tuple[list[str], dict]:
     """(exec vector, environment) for running `argv` on an emulated machine of `gpus` x `target`."""
     if not argv:
         raise LaunchError("no program given (hcqsim run [options] -- PROGRAM [ARGS...])")
     unpacked = fetch(stack)
-    return command(argv, unpacked), environment(target, gpus, unpacked, log, trace)
+    return command(argv, unpacked), environment(target, gpus, unpacked, log, trace, deadlock_timeout)

@@ -108,6 +108,18 @@ int main(int argc, char **argv) {
     check(hipEventElapsedTime(&ms, e0, e1), "hipEventElapsedTime");
     printf("stream %s elapsed_ms>=0 %d\n", memcmp(back, host, N * 4) ? "wrong" : "ok", ms >= 0);
 
+    if (argc > 2 && strcmp(argv[2], "hang") == 0) {  /* wait for a value nobody will ever write */
+        hipError_t (*wait_value)(hipStream_t, void *, uint32_t, unsigned, uint32_t) = sym("hipStreamWaitValue32");
+        uint32_t *flag;
+        hipError_t (*host_malloc)(void **, size_t, unsigned) = sym("hipHostMalloc");
+        check(host_malloc((void **)&flag, 4096, 0), "hipHostMalloc");
+        *flag = 0;
+        check(wait_value(s, flag, 1, 0 /* hipStreamWaitValueGte */, 0xFFFFFFFFu), "hipStreamWaitValue32");
+        printf("waiting forever\n");
+        check(hipStreamSynchronize(s), "hipStreamSynchronize");
+        printf("FAIL hang: the wait returned\n");
+        return 1;
+    }
     if (argc > 1) {
         size_t size;
         void *image = read_file(argv[1], &size);
@@ -117,6 +129,15 @@ int main(int argc, char **argv) {
         check(hipModuleGetFunction(&fn, mod, "scale"), "hipModuleGetFunction");
         uint32_t k = 3;
         void *params[] = {&a, &b, &k};
+        if (argc > 2 && strcmp(argv[2], "fault") == 0) {  /* write to an address nothing maps: a VM fault */
+            void *nowhere = (void *)(uintptr_t)0x1000;
+            void *bad[] = {&a, &nowhere, &k};
+            printf("launching a faulting kernel\n");
+            hipError_t e = hipModuleLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, s, bad, NULL);
+            if (e == 0) e = hipStreamSynchronize(s);
+            printf("FAIL fault: %s (%d)\n", hipGetErrorString(e), e);
+            return 1;
+        }
         check(hipModuleLaunchKernel(fn, N / 256, 1, 1, 256, 1, 1, 0, s, params, NULL), "hipModuleLaunchKernel");
         check(hipStreamSynchronize(s), "hipStreamSynchronize");
         check(hipMemcpy(back, b, N * 4, D2H), "hipMemcpy D2H");

@@ -1,0 +1,41 @@
+"""The native host's own behaviour, without a ROCm stack: the deadlock watchdog (a queue blocked with nothing
+changing ends the process with the machine's description, not a silent hang) and the exit status it uses."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from hcqsim.native.host import DEADLOCK_EXIT
+
+BLOCKED_CLIENT = textwrap.dedent("""
+    import time
+    from hcqsim.native.build import interposer_path
+    from hcqsim.native.host import NativeHost
+    from hcqsim.runtime import open_device
+    dev = open_device("sim", free_running=True)
+    NativeHost(dev.os.system, interposer_path(), deadlock_timeout={timeout})
+    sig = dev.new_signal(0)
+    dev.compute_queue().wait(sig, 1).submit()  # nobody ever sets the signal
+    {then}
+    print("finished")
+""")
+
+
+def run_client(timeout: float, then: str) -> subprocess.CompletedProcess:
+    code = BLOCKED_CLIENT.format(timeout=timeout, then=then)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_a_queue_blocked_forever_ends_the_program_with_the_machine_described():
+    done = run_client(1.0, "time.sleep(60)")
+    assert done.returncode == DEADLOCK_EXIT, done.stdout + done.stderr
+    assert "finished" not in done.stdout
+    assert "deadlock: 1 queue(s) blocked and nothing changed for 1 s" in done.stderr
+    assert "WAIT_REG_MEM" in done.stderr and "awaited='(value & 0xffffffff) >= 0x1'" in done.stderr
+
+
+def test_a_wait_the_host_ends_in_time_is_no_deadlock():
+    done = run_client(3.0, "time.sleep(1); sig.value = 1; dev.synchronize()")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "finished" and "deadlock" not in done.stderr
