@@ -262,6 +262,7 @@ class Mapping:
     writable: bool = True
     executable: bool = False
     name: str = ""
+    origin: "Mapping | None" = None  # for a piece left by AddressSpace.punch: the mapping it was cut from
 
     def __post_init__(self):
         # dword and qword views of the host memory behind the mapping: aligned scalar accesses index
@@ -291,6 +292,7 @@ class AddressSpace:
         self._starts: list[int] = []
         self._maps: list[Mapping] = []
         self._last: Mapping | None = None
+        self.holes: list[tuple[int, int, Mapping]] = []  # [lo, hi) punched out of a mapping (fault injection)
 
     # -- page table --------------------------------------------------------------------------------
 
@@ -310,6 +312,11 @@ class AddressSpace:
         return m
 
     def unmap(self, va: int) -> Mapping:
+        punched = next((o for _, _, o in self.holes if o.start == va), None)
+        if punched is not None:  # a punched mapping goes whole: its pieces and its holes
+            self._remove(lambda m: m.origin is punched)
+            self.holes = [h for h in self.holes if h[2] is not punched]
+            return punched
         i = bisect.bisect_left(self._starts, va)
         if i == len(self._starts) or self._starts[i] != va:
             raise ValueError(f"no mapping starts at 0x{va:x}")
@@ -318,6 +325,30 @@ class AddressSpace:
         if self._last is m:
             self._last = None
         return m
+
+    def punch(self, lo: int, hi: int) -> Mapping | None:
+        """Take the pages of [lo, hi) out of the mapping holding `lo` (fault injection): a GPU access there is
+        a VM fault, through every path (the pieces left are ordinary mappings). Returns the original mapping,
+        or None when `lo` is not mapped. `unmap` of the original's start removes the pieces and the hole."""
+        m = self.find(lo)
+        if m is None:
+            return None
+        lo, hi = lo & ~(PAGE_SIZE - 1), min(page_align(hi), m.end)
+        origin = m.origin or m
+        self._remove(lambda x: x is m)
+        for a, b in ((m.start, lo), (hi, m.end)):
+            if b > a:
+                piece = Mapping(a, b, m.kind, m.readable, m.writable, m.executable, m.name, origin)
+                i = bisect.bisect_left(self._starts, a)
+                self._starts.insert(i, a)
+                self._maps.insert(i, piece)
+        self.holes.append((lo, hi, origin))
+        return origin
+
+    def _remove(self, which) -> None:
+        keep = [m for m in self._maps if not which(m)]
+        self._maps, self._starts = keep, [m.start for m in keep]
+        self._last = None
 
     def find(self, addr: int) -> Mapping | None:
         m = self._last

@@ -183,9 +183,18 @@ def _options_set(config) -> bool:
     return any(config.getoption(dest) != default for dest, default in DEFAULTS.items())
 
 
-def pytest_report_header(config) -> str | None:
-    if not _options_set(config):
-        return None  # a project that does not use hcqsim sees no line of it
+def pytest_report_header(config) -> list[str] | None:
+    lines = []
+    inject = os.environ.get("HCQSIM_INJECT", "").strip()  # hcqsim/kfd/fault_injection.py: every system gets it
+    if inject:
+        lines.append(f"hcqsim: fault injection HCQSIM_INJECT={inject!r}, seed "
+                     f"{os.environ.get('HCQSIM_INJECT_SEED', 'of each system')}")
+    if _options_set(config):  # a project that does not use hcqsim sees no line of it
+        lines.append(_device_header(config))
+    return lines or None
+
+
+def _device_header(config) -> str:
     spec = config.getoption("hcqsim_device")
     if _kind(config) != "sim":
         return f"hcqsim: device {spec}"

@@ -8,7 +8,8 @@ splits amdkfd:
 - `topology`: the sysfs tree and reading it;
 - `uaccess`: copy_from_user / copy_to_user;
 - `emulated_os`: `EmulatedOS`, the runtime's `OSBoundary` over all of it;
-- `system`: `EmulatedSystem`, the machine (GPUs, topology, driver, OS).
+- `system`: `EmulatedSystem`, the machine (GPUs, topology, driver, OS);
+- `fault_injection`: `system.inject`, failures reported as the kernel reports the real ones (HCQSIM_INJECT).
 
 The driver answers the very ioctls a runtime issues on real hardware, with the kernel's checks and errnos
 (sources: HARDWARE_FACTS.md section 1 and Linux drivers/gpu/drm/amd/amdkfd/{kfd_chardev,kfd_queue,kfd_events}.c,

@@ -259,7 +259,7 @@ class ProcessMemory:
     def mapped_bo(self, dev: "ProcessDevice", addr: int) -> tuple[Mapping | None, BufferObject | None]:
         """The GPU mapping holding `addr` on `dev` and the BO mapped there (None, None when unmapped)."""
         m = dev.gpu.memory.find(addr)
-        return m, (self.on[dev.index].mapped_at.get(m.start) if m else None)
+        return m, (self.on[dev.index].mapped_at.get((m.origin or m).start) if m else None)
 
     def vram_used(self, index: int) -> int:
         return self.on[index].vram_used

@@ -215,7 +215,17 @@ class KfdDriver:
     # -- progress ----------------------------------------------------------------------------------
 
     def blocked(self) -> list[BlockedQueue]:
-        return [b for d in self.devices for b in d.gpu.blocked()]
+        hung = [BlockedQueue(r.queue.name, "(hung: fault injection)", None, "progress (the queue is hung)", None,
+                             gpu=r.device.label) for r in self.queues.hung()]
+        return [b for d in self.devices for b in d.gpu.blocked()] + hung
+
+    def before_gpus_run(self) -> None:
+        """What the kernel would have done by the time the GPUs look at memory: USERPTR BOs whose host pages
+        went away are evicted (MMU notifier), armed fault injections take effect."""
+        self.memory.revalidate_userptrs()
+        inject = getattr(self.system, "inject", None)
+        if inject is not None:
+            inject.apply_armed()
 
     def progress(self, done: Callable[[], bool] | None = None) -> None:
         """A progress point: deliver pending doorbell stores, run every GPU until quiet (or `done`)."""

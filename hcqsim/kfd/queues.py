@@ -61,6 +61,7 @@ class QueueRecord:
     bufs: list[BufferObject]  # holding a queue reference on `device`: wptr, rptr, ring, then EOP/CWSR
     seq: int  # creation order: the run list keeps it
     active: bool = True
+    hung: bool = False  # fault injection: out of the run list for good, as a hung CP
     last_doorbell: int | None = None
     cu_mask: tuple = field(default=())
 
@@ -225,11 +226,20 @@ class ProcessQueues:
         gpu, q = rec.device.gpu, rec.queue
         if rec.active and not active and q in gpu.queues:
             gpu.queues.remove(q)
-        elif active and not rec.active and q not in gpu.queues:
+        elif active and not rec.active and q not in gpu.queues and not rec.hung:
             later = [r.queue for r in self.records.values() if r.device is rec.device and r.seq > rec.seq]
             pos = next((i for i, other in enumerate(gpu.queues) if other in later), len(gpu.queues))
             gpu.queues.insert(pos, q)
         rec.active = active
+
+    def hang(self, rec: QueueRecord) -> None:
+        """Fault injection: the queue stops making progress (out of the run list; doorbells still accepted)."""
+        rec.hung = True
+        if rec.queue in rec.device.gpu.queues:
+            rec.device.gpu.queues.remove(rec.queue)
+
+    def hung(self) -> list[QueueRecord]:
+        return [r for r in self.records.values() if r.hung]
 
     def destroy_queue(self, args, io: k.Ioctl) -> None:
         rec = self._record(args.queue_id, io.name, errno.EINVAL)
@@ -293,14 +303,14 @@ class ProcessQueues:
 
     def _deliver(self, rec: QueueRecord, value: int) -> None:
         rec.last_doorbell = value
-        self.driver.memory.revalidate_userptrs()  # the GPU may run now: no host page it maps may be gone
+        self.driver.before_gpus_run()  # the GPU may run now: host pages gone, injected faults armed
         if rec.queue.active:  # a faulted or destroyed queue ignores its doorbell, as hardware does
             rec.device.gpu.ring_doorbell(rec.queue, value)
 
     def poll_doorbells(self) -> int:
         """Doorbell slots stored to directly (not through ring_doorbell) are seen at the next progress point
         (every engine step starts here, so it also revalidates USERPTR mappings first)."""
-        self.driver.memory.revalidate_userptrs()
+        self.driver.before_gpus_run()
         rung = 0
         for rec in list(self.records.values()):
             base = self.driver.memory.doorbell_va(rec.device)

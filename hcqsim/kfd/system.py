@@ -10,6 +10,7 @@ from ..gpu import EmulatedGPU
 from ..memory import VaWindow
 from ..targets import get_target
 from .emulated_os import EmulatedOS
+from .fault_injection import from_environment
 from .free_running import GpuThread, IdlePolicy
 from .process import KfdDriver, ProcessDevice
 from .queues import queue_sizes
@@ -51,6 +52,7 @@ class EmulatedSystem:
         self.driver = KfdDriver(self, devices)
         self.sysfs = Sysfs(build_topology(self.target, self.gpu_ids, vram_size, self.driver.memory.vram_used))
         self.os = EmulatedOS(self)
+        self.inject = from_environment(self, seed)  # fault injection (kfd/fault_injection.py; HCQSIM_INJECT)
         self.closed = False
         self.thread: GpuThread | None = GpuThread(self, idle_policy) if free_running else None
         _live.add(self)
