@@ -19,7 +19,11 @@ def two():
 
 @pytest.fixture(scope="module")
 def world(two):
-    a, b = two
+    return make_world(*two)
+
+
+def make_world(a, b) -> dict:
+    """Two devices' worth of objects the refusals use (also the audit's misuse surface, tests/audit.py)."""
     prog = a.load_program(kernels.code_object("scale", a.target), "scale")
     other_prog = b.load_program(kernels.code_object("scale", b.target), "scale")
     src, dst = a.alloc(4096), a.alloc(4096)
