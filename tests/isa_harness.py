@@ -735,6 +735,166 @@ def sdwa_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Cal
     return out
 
 
+# ---------------------------------------------------------------------------------------------------------
+# DPP16 forms (e32 with a DPP dword): src0 read from another lane of the wave
+
+KEEP = -3  # marker: the lane is not written (a DPP row/bank mask or a missing source lane without BOUND_CTRL)
+
+
+def dpp_source_lane(control: tuple[str, int], lane: int, lanes: int) -> int | None:
+    """The lane whose src0 lane `lane` reads under a DPP16 control (kind, n), None when the control names no lane
+    (shifted past its row or the wave, row 0 of row_bcast:15, rows 0-1 of row_bcast:31), from the GFX9 / RDNA3
+    guides' DPP_CTRL list: quad_perm picks within the quad, row_shl:n reads n lanes up, row_shr:n n lanes down,
+    row_ror:n rotates down within the row, wave_* by one lane across the wave (GFX9), row_mirror / row_half_mirror
+    reverse the row / half row, row_bcast:15 gives each row lane 15 of the row before, row_bcast:31 rows 2-3 lane 31
+    (GFX9), row_share:n lane n of the row, row_xmask:n lane (index ^ n) (gfx11)."""
+    kind, n = control
+    base, idx = lane - lane % 16, lane % 16
+    if kind == "quad_perm":
+        return lane - lane % 4 + (n >> (2 * (lane % 4)) & 3)
+    if kind == "row_shl":
+        return lane + n if idx + n < 16 else None
+    if kind == "row_shr":
+        return lane - n if idx - n >= 0 else None
+    if kind == "row_ror":
+        return base + (idx - n) % 16
+    if kind == "wave_shl":
+        return lane + 1 if lane + 1 < lanes else None
+    if kind == "wave_shr":
+        return lane - 1 if lane >= 1 else None
+    if kind == "wave_rol":
+        return (lane + 1) % lanes
+    if kind == "wave_ror":
+        return (lane - 1) % lanes
+    if kind == "row_mirror":
+        return base + 15 - idx
+    if kind == "row_half_mirror":
+        return lane - lane % 8 + 7 - lane % 8
+    if kind == "row_bcast15":
+        return base - 1 if base else None
+    if kind == "row_bcast31":
+        return 31 if lane >= 32 else None
+    if kind == "row_share":
+        return base + n
+    if kind == "row_xmask":
+        return base + (idx ^ n)
+    raise ValueError(kind)
+
+
+def _dpp_control_text(control: tuple[str, int]) -> str:
+    kind, n = control
+    if kind == "quad_perm":
+        return "quad_perm:[" + ",".join(str(n >> (2 * i) & 3) for i in range(4)) + "]"
+    if kind in ("row_mirror", "row_half_mirror"):
+        return kind
+    if kind.startswith("wave_"):
+        return f"{kind}:1"
+    if kind.startswith("row_bcast"):
+        return f"row_bcast:{kind[9:]}"
+    return f"{kind}:{n}"
+
+
+@dataclass
+class DppCase(ValuCase):
+    """A VOP1/VOP2 instruction with a DPP16 dword: src0 comes from the lane `control` names. A lane whose source
+    lane is missing or inactive reads 0 with BOUND_CTRL, else is not written; lanes outside ROW_MASK / BANK_MASK
+    are not written (their lane-mask bits not asserted). BOUND_CTRL and the masks are read from the assembled DPP
+    dword (bits 19, 27:24 bank, 31:28 row). A lane reading BOUND_CTRL's 0 through neg/abs is not asserted."""
+
+    control: tuple[str, int] = ("quad_perm", 0xE4)
+
+    def expected(self, raw, old, exec_lanes):
+        from isa_reference import ANY
+        word = int.from_bytes(encoding(self.arch, self.line)[4:8], "little")
+        bound, bank_mask, row_mask = bool(word >> 19 & 1), word >> 24 & 0xF, word >> 28 & 0xF
+        lanes = LANES[self.arch]
+        out = []
+        for lane in range(self.vectors):
+            wave0, i = lane - lane % lanes, lane % lanes
+            written = bool(row_mask >> (i // 16) & 1 and bank_mask >> (i % 16 // 4) & 1)
+            src = dpp_source_lane(self.control, i, lanes)
+            valid = src is not None and exec_lanes[wave0 + src]
+            args, open_ = [], False
+            for k, (s, col) in enumerate(zip(self.srcs, raw)):
+                x = col[lane]
+                if k == 0:
+                    x = col[wave0 + src] if valid else 0
+                    open_ = not valid and (s.neg or s.abs)
+                if s.kind != "bit" and WIDTH[s.kind] == 16:
+                    x &= 0xFFFF
+                args.append(_apply_mods(x, s))
+            if not written or not (valid or bound):
+                out.append((KEEP, None))
+                continue
+            res = self.ref(*args)
+            bit = None
+            if self.sdst is not None:
+                res, bit = res
+            if res != ANY and _fmt_of(self.dst) is not None:
+                res = _omod_clamp(res, self.dst, 0, False)
+            out.append((ANY, None) if open_ else (res, bit))
+        return out
+
+    def _dst_expect(self, res: int, old: int) -> int:
+        return old & 0xFFFFFFFF if res == KEEP else super()._dst_expect(res, old)
+
+    def _matches(self, res: int, got: int, old: int) -> bool:
+        if res == KEEP:
+            return got == old & 0xFFFFFFFF
+        return super()._matches(res, got, old)
+
+
+def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Callable, doc: str, *, n: int = 6,
+                 fmods: bool | str | None = None, sdst: str | None = None, zero_hi: bool = False,
+                 hi_any: bool = False, seed: str = "") -> list[DppCase]:
+    """`n` DPP16 forms (name_dpp) of one VOP1/VOP2 opcode: a random control of the architecture's list, ROW_MASK,
+    BANK_MASK (mostly all rows and banks), BOUND_CTRL, neg/abs on float sources (`fmods`). A "bit" source is VCC;
+    `sdst` "mask" adds VCC as the carry-out destination."""
+    r = rng(arch, name, "dpp", seed)
+    if fmods is None:
+        fmods = any(_fmt_of(k) is not None for k in srcs)
+    kinds = ["quad_perm", "row_shl", "row_shr", "row_ror", "row_mirror", "row_half_mirror"]
+    kinds += ["wave_shl", "wave_shr", "wave_rol", "wave_ror", "row_bcast15", "row_bcast31"] if arch == "gfx942" \
+        else ["row_share", "row_xmask"]
+    out = []
+    for _ in range(n):
+        kind = r.choice(kinds)
+        if kind == "quad_perm":
+            amount = r.getrandbits(8)
+        elif kind in ("row_shl", "row_shr", "row_ror"):
+            amount = r.randrange(1, 16)
+        elif kind in ("row_share", "row_xmask"):
+            amount = r.randrange(16)
+        else:
+            amount = 0
+        control = (kind, amount)
+        rows = 0xF if r.random() < 0.6 else r.randrange(1, 16)
+        if kind == "row_bcast15":  # row 0 reads no lane: keep it out of the checked rows
+            rows = (rows & 0xE) or 0xA
+        if kind == "row_bcast31":
+            rows = (rows & 0xC) or 0xC
+        rows &= (1 << (LANES[arch] // 16)) - 1
+        banks = 0xF if r.random() < 0.6 else r.randrange(1, 16)
+        case_srcs, texts = [], []
+        for i, k in enumerate(srcs):
+            if k == "bit":
+                case_srcs.append(Src("bit", where="vcc"))
+                texts.append(mask_operand(arch, "vcc"))
+                continue
+            is_f = _fmt_of(k) is not None or fmods == "all"
+            neg = bool(fmods and is_f and r.random() < 0.35)
+            ab = bool(fmods and is_f and r.random() < 0.25)
+            as_float = {16: "f16", 32: "f32"}[WIDTH[k]]
+            case_srcs.append(Src(k if _fmt_of(k) is not None or not (neg or ab) else as_float, neg=neg, abs=ab))
+            texts.append(operand_text(arch, k, SRC_VGPRS[i], neg, ab))
+        parts = [f"v{DST_VGPR}"] + ([mask_operand(arch, "vcc")] if sdst == "mask" else [])
+        line = (f"{name}_dpp {', '.join(parts + texts)} {_dpp_control_text(control)} row_mask:0x{rows:x} "
+                f"bank_mask:0x{banks:x}" + (" bound_ctrl:1" if r.random() < 0.5 else ""))
+        out.append(DppCase(arch, line, fn, case_srcs, dst, sdst="vcc" if sdst == "mask" else None, doc=doc,
+                           zero_hi=zero_hi, hi_any=hi_any, control=control))
+    return out
+
+
 def verify(case) -> None:
     """The body of every instruction test: run the case, xfail when unimplemented, fail on a mismatch."""
     import pytest

@@ -377,9 +377,11 @@ def _compile_vcmp(instr: Instr, ctx: Context, typ: str, pred, writes_exec: bool,
 def _compile_carry(instr: Instr, ctx: Context) -> Run:
     fn, carry_in, swap = alu.CARRY[instr.mnemonic]
     srcs = _sources(instr)
-    ra, rb = vsrc(ctx, instr, srcs[0], "u32"), vsrc(ctx, instr, srcs[1], "u32")
-    if swap:
-        ra, rb = rb, ra
+    plan = _dpp(instr, ctx, srcs)  # e32 DPP: src0 from the lanes the control picks
+    if plan is not None and (any(plan.neg) or any(plan.abs)):
+        raise ctx.unsupported(instr, "neg/abs modifier on an integer DPP source")
+    gather = _with_dpp(plan, [vsrc(ctx, instr, srcs[0], "u32"), vsrc(ctx, instr, srcs[1], "u32")],
+                       lambda W, w: W.exec_lanes(w))
     vop3 = instr.family == "VOP3SD"
     if vop3:
         check_no_int_modifiers(ctx, instr, ("u32",) * 3, instr.fields.get("abs", 0), instr.fields.get("neg", 0))
@@ -390,9 +392,11 @@ def _compile_carry(instr: Instr, ctx: Context) -> Run:
     step = advance(instr.size)
 
     def run(W, w):
-        lanes = W.exec_lanes(w)
+        (a, b), lanes = gather(W, w)
+        if swap:
+            a, b = b, a
         ci = W.lanes_of(w, cin) if cin is not None else np.zeros(lanes.shape, bool)
-        value, carry = fn(ra(W, w), rb(W, w), ci)
+        value, carry = fn(a, b, ci)
         if clamp is not None:
             value = clamp(value, carry)
         write(W, w, value, lanes)
