@@ -168,3 +168,22 @@ def test_a_gpu_write_to_userptr_memory_whose_host_pages_were_unmapped_is_a_vm_fa
     assert lines[2] == "['VM fault'] sdma_0"  # the queue that wrote, alone
     assert lines[3] == "5"
     assert lines[4] == "True 11 1"
+
+
+def test_an_anonymous_map_fixed_over_a_freed_but_mapped_bo_replaces_it_with_zero_pages():
+    # mmap(MAP_FIXED) over a VMA drops it (and with it the freed BO's last reference), leaving fresh zero pages
+    from hcqsim.boundary import MAP_ANONYMOUS, MAP_FIXED, MAP_PRIVATE
+    from hcqsim.kfd import EmulatedSystem
+    from test_kfd_driver import GTT, RW, Runtime
+    s = EmulatedSystem(1)
+    try:
+        rt = Runtime(s.os)
+        mem = rt.alloc(8192, GTT)
+        mem.u32(0).value = 0x1234
+        rt.map(mem, [rt.gpu_id()], "UNMAP_MEMORY_FROM_GPU")
+        rt.ioctl("FREE_MEMORY_OF_GPU", handle=mem.handle)
+        assert mem.u32(0).value == 0x1234
+        assert rt.os.mmap(mem.va, 8192, RW, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED) == mem.va
+        assert mem.u32(0).value == 0
+    finally:
+        s.close()

@@ -468,11 +468,11 @@ class ProcessMemory:
         whole = (bo.va, bo.va + page_align(length))
         bo.cpu_maps = sorted(_minus(bo.cpu_maps, [whole]) + [whole])
 
-    def _end_cpu_maps(self, lo: int, hi: int) -> None:
+    def _end_cpu_maps(self, lo: int, hi: int, freed_only: bool = False) -> None:
         """munmap (or a MAP_FIXED mapping over) [lo, hi): CPU mappings of BOs there end; a freed BO whose last
-        CPU mapping ended releases its pages."""
+        CPU mapping ended releases its pages. `freed_only`: only those of freed BOs (a refused call may follow)."""
         for _, _, bo in self.backed.overlapping(lo, hi):
-            if bo is None or not bo.cpu_maps:
+            if bo is None or not bo.cpu_maps or (freed_only and not bo.freed):
                 continue
             bo.cpu_maps = _minus(bo.cpu_maps, [(lo, hi)])
             if bo.freed and not bo.cpu_maps:
@@ -592,6 +592,7 @@ class ProcessMemory:
             raise OSError(errno.EINVAL, f"mmap: anonymous MAP_FIXED at 0x{lo:x}+{hi - lo:#x}: emulator limitation: "
                                         f"inside the emulator's VA window only within the process's own PROT_NONE "
                                         f"reservations")
+        self._end_cpu_maps(lo, hi, freed_only=True)  # a freed BO the CPU still mapped there goes now
         taken = self.backed.first_overlap(lo, hi)
         if taken is not None:
             raise OSError(errno.EINVAL, f"mmap: anonymous MAP_FIXED at 0x{lo:x}+{hi - lo:#x} over driver memory at "
