@@ -778,6 +778,8 @@ def dpp_source_lane(control: tuple[str, int], lane: int, lanes: int) -> int | No
         return base + n
     if kind == "row_xmask":
         return base + (idx ^ n)
+    if kind == "dpp8":  # gfx11 DPP8: lane i of each group of 8 reads lane sel[i] (3 bits each) of its group
+        return lane - lane % 8 + (n >> (3 * (lane % 8)) & 7)
     raise ValueError(kind)
 
 
@@ -791,12 +793,15 @@ def _dpp_control_text(control: tuple[str, int]) -> str:
         return f"{kind}:1"
     if kind.startswith("row_bcast"):
         return f"row_bcast:{kind[9:]}"
+    if kind == "dpp8":
+        return "dpp8:[" + ",".join(str(n >> (3 * i) & 7) for i in range(8)) + "]"
     return f"{kind}:{n}"
 
 
 @dataclass
 class DppCase(ValuCase):
-    """A VOP1/VOP2 instruction with a DPP16 dword: src0 comes from the lane `control` names. A lane whose source
+    """A VOP1/VOP2 instruction with a DPP16 (or gfx11 DPP8) dword: src0 comes from the lane `control` names
+    (gfx11 FI: inactive lanes are sources too; DPP8: no masks, a source not fetched reads 0). A lane whose source
     lane is missing or inactive reads 0 with BOUND_CTRL, else is not written; lanes outside ROW_MASK / BANK_MASK
     are not written (their lane-mask bits not asserted). BOUND_CTRL and the masks are read from the assembled DPP
     dword (bits 19, 27:24 bank, 31:28 row). A lane reading BOUND_CTRL's 0 through neg/abs is not asserted."""
@@ -805,15 +810,19 @@ class DppCase(ValuCase):
 
     def expected(self, raw, old, exec_lanes):
         from isa_reference import ANY
-        word = int.from_bytes(encoding(self.arch, self.line)[4:8], "little")
+        code = encoding(self.arch, self.line)
+        word = int.from_bytes(code[4:8], "little")
         bound, bank_mask, row_mask = bool(word >> 19 & 1), word >> 24 & 0xF, word >> 28 & 0xF
+        fetch_inactive = self.arch == "gfx1100" and bool(word >> 18 & 1)  # gfx11 FI: inactive lanes are sources
+        if self.control[0] == "dpp8":  # no masks; a source not fetched reads 0; FI is src0 = 234 (DPP8FI)
+            bound, bank_mask, row_mask, fetch_inactive = True, 0xF, 0xF, code[0] == 234
         lanes = LANES[self.arch]
         out = []
         for lane in range(self.vectors):
             wave0, i = lane - lane % lanes, lane % lanes
             written = bool(row_mask >> (i // 16) & 1 and bank_mask >> (i % 16 // 4) & 1)
             src = dpp_source_lane(self.control, i, lanes)
-            valid = src is not None and exec_lanes[wave0 + src]
+            valid = src is not None and (fetch_inactive or exec_lanes[wave0 + src])
             args, open_ = [], False
             for k, (s, col) in enumerate(zip(self.srcs, raw)):
                 x = col[lane]
@@ -855,7 +864,7 @@ def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Call
         fmods = any(_fmt_of(k) is not None for k in srcs)
     kinds = ["quad_perm", "row_shl", "row_shr", "row_ror", "row_mirror", "row_half_mirror"]
     kinds += ["wave_shl", "wave_shr", "wave_rol", "wave_ror", "row_bcast15", "row_bcast31"] if arch == "gfx942" \
-        else ["row_share", "row_xmask"]
+        else ["row_share", "row_xmask", "dpp8", "dpp8"]
     out = []
     for _ in range(n):
         kind = r.choice(kinds)
@@ -865,6 +874,8 @@ def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Call
             amount = r.randrange(1, 16)
         elif kind in ("row_share", "row_xmask"):
             amount = r.randrange(16)
+        elif kind == "dpp8":
+            amount = r.getrandbits(24)
         else:
             amount = 0
         control = (kind, amount)
@@ -882,14 +893,18 @@ def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Call
                 texts.append(mask_operand(arch, "vcc"))
                 continue
             is_f = _fmt_of(k) is not None or fmods == "all"
-            neg = bool(fmods and is_f and r.random() < 0.35)
-            ab = bool(fmods and is_f and r.random() < 0.25)
+            mods_ok = fmods and is_f and kind != "dpp8"  # the DPP8 dword has no neg/abs bits
+            neg = bool(mods_ok and r.random() < 0.35)
+            ab = bool(mods_ok and r.random() < 0.25)
             as_float = {16: "f16", 32: "f32"}[WIDTH[k]]
             case_srcs.append(Src(k if _fmt_of(k) is not None or not (neg or ab) else as_float, neg=neg, abs=ab))
             texts.append(operand_text(arch, k, SRC_VGPRS[i], neg, ab))
         parts = [f"v{DST_VGPR}"] + ([mask_operand(arch, "vcc")] if sdst == "mask" else [])
-        line = (f"{name}_dpp {', '.join(parts + texts)} {_dpp_control_text(control)} row_mask:0x{rows:x} "
-                f"bank_mask:0x{banks:x}" + (" bound_ctrl:1" if r.random() < 0.5 else ""))
+        line = f"{name}_dpp {', '.join(parts + texts)} {_dpp_control_text(control)}"
+        if kind != "dpp8":
+            line += f" row_mask:0x{rows:x} bank_mask:0x{banks:x}" + (" bound_ctrl:1" if r.random() < 0.5 else "")
+        if arch == "gfx1100" and r.random() < 0.4:
+            line += " fi:1"
         out.append(DppCase(arch, line, fn, case_srcs, dst, sdst="vcc" if sdst == "mask" else None, doc=doc,
                            zero_hi=zero_hi, hi_any=hi_any, control=control))
     return out

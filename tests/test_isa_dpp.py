@@ -3,7 +3,8 @@ time: src0 is read from the lane the DPP control names (tests/isa_harness.dpp_so
 guides' DPP_CTRL list), then the operation runs as without DPP (references: tests/isa_reference.py). Every control of
 each architecture is drawn (quad_perm, row_shl/shr/ror, row_mirror, row_half_mirror; gfx942 wave_shl/shr/rol/ror and
 row_bcast:15/31; gfx1100 row_share/row_xmask), with random ROW_MASK / BANK_MASK (lanes outside are not written),
-BOUND_CTRL (a missing or inactive source lane reads 0; without it the lane is not written), neg/abs on float
+BOUND_CTRL (a missing or inactive source lane reads 0; without it the lane is not written), gfx1100 FI and
+DPP8, neg/abs on float
 sources, and a tenth of the lanes inactive. LLVM emits DPP for wave reductions and scans (the atomic optimizer,
 llvm.amdgcn.update.dpp), carry-out adds included for 64-bit ones."""
 from __future__ import annotations
