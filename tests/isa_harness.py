@@ -807,15 +807,17 @@ class DppCase(ValuCase):
     dword (bits 19, 27:24 bank, 31:28 row). A lane reading BOUND_CTRL's 0 through neg/abs is not asserted."""
 
     control: tuple[str, int] = ("quad_perm", 0xE4)
+    vop3: bool = False  # gfx11 VOP3 DPP (name_e64_dpp): the DPP dword follows two VOP3 dwords
 
     def expected(self, raw, old, exec_lanes):
         from isa_reference import ANY
         code = encoding(self.arch, self.line)
-        word = int.from_bytes(code[4:8], "little")
+        word = int.from_bytes(code[8:12] if self.vop3 else code[4:8], "little")
+        src0 = int.from_bytes(code[4:8], "little") & 0x1FF if self.vop3 else int.from_bytes(code[:4], "little") & 0x1FF
         bound, bank_mask, row_mask = bool(word >> 19 & 1), word >> 24 & 0xF, word >> 28 & 0xF
         fetch_inactive = self.arch == "gfx1100" and bool(word >> 18 & 1)  # gfx11 FI: inactive lanes are sources
         if self.control[0] == "dpp8":  # no masks; a source not fetched reads 0; FI is src0 = 234 (DPP8FI)
-            bound, bank_mask, row_mask, fetch_inactive = True, 0xF, 0xF, code[0] == 234
+            bound, bank_mask, row_mask, fetch_inactive = True, 0xF, 0xF, src0 == 234
         lanes = LANES[self.arch]
         out = []
         for lane in range(self.vectors):
@@ -840,7 +842,7 @@ class DppCase(ValuCase):
             if self.sdst is not None:
                 res, bit = res
             if res != ANY and _fmt_of(self.dst) is not None:
-                res = _omod_clamp(res, self.dst, 0, False)
+                res = _omod_clamp(res, self.dst, self.omod, self.clamp)
             out.append((ANY, None) if open_ else (res, bit))
         return out
 
@@ -855,11 +857,12 @@ class DppCase(ValuCase):
 
 def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Callable, doc: str, *, n: int = 6,
                  fmods: bool | str | None = None, sdst: str | None = None, zero_hi: bool = False,
-                 hi_any: bool = False, seed: str = "") -> list[DppCase]:
+                 hi_any: bool = False, seed: str = "", vop3: bool = False) -> list[DppCase]:
     """`n` DPP16 forms (name_dpp) of one VOP1/VOP2 opcode: a random control of the architecture's list, ROW_MASK,
     BANK_MASK (mostly all rows and banks), BOUND_CTRL, neg/abs on float sources (`fmods`). A "bit" source is VCC;
-    `sdst` "mask" adds VCC as the carry-out destination."""
-    r = rng(arch, name, "dpp", seed)
+    `sdst` "mask" adds VCC as the carry-out destination. `vop3` (gfx11): the VOP3 form name_e64_dpp, with clamp and
+    omod on float results and neg/abs from the VOP3 dword (also under DPP8)."""
+    r = rng(arch, name, "dpp", seed, vop3)
     if fmods is None:
         fmods = any(_fmt_of(k) is not None for k in srcs)
     kinds = ["quad_perm", "row_shl", "row_shr", "row_ror", "row_mirror", "row_half_mirror"]
@@ -893,20 +896,23 @@ def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Call
                 texts.append(mask_operand(arch, "vcc"))
                 continue
             is_f = _fmt_of(k) is not None or fmods == "all"
-            mods_ok = fmods and is_f and kind != "dpp8"  # the DPP8 dword has no neg/abs bits
+            mods_ok = fmods and is_f and (kind != "dpp8" or vop3)  # the DPP8 dword has no neg/abs bits
             neg = bool(mods_ok and r.random() < 0.35)
             ab = bool(mods_ok and r.random() < 0.25)
             as_float = {16: "f16", 32: "f32"}[WIDTH[k]]
             case_srcs.append(Src(k if _fmt_of(k) is not None or not (neg or ab) else as_float, neg=neg, abs=ab))
             texts.append(operand_text(arch, k, SRC_VGPRS[i], neg, ab))
         parts = [f"v{DST_VGPR}"] + ([mask_operand(arch, "vcc")] if sdst == "mask" else [])
-        line = f"{name}_dpp {', '.join(parts + texts)} {_dpp_control_text(control)}"
+        clamp = bool(vop3 and _fmt_of(dst) is not None and r.random() < 0.3)
+        omod = r.choice([0, 0, 1, 2, 3]) if vop3 and _fmt_of(dst) is not None else 0
+        outs = (" clamp" if clamp else "") + OMOD_TEXT[omod]
+        line = f"{name}{'_e64' if vop3 else ''}_dpp {', '.join(parts + texts)}{outs} {_dpp_control_text(control)}"
         if kind != "dpp8":
             line += f" row_mask:0x{rows:x} bank_mask:0x{banks:x}" + (" bound_ctrl:1" if r.random() < 0.5 else "")
         if arch == "gfx1100" and r.random() < 0.4:
             line += " fi:1"
         out.append(DppCase(arch, line, fn, case_srcs, dst, sdst="vcc" if sdst == "mask" else None, doc=doc,
-                           zero_hi=zero_hi, hi_any=hi_any, control=control))
+                           zero_hi=zero_hi, hi_any=hi_any, control=control, vop3=vop3, clamp=clamp, omod=omod))
     return out
 
 

@@ -3,9 +3,8 @@ time: src0 is read from the lane the DPP control names (tests/isa_harness.dpp_so
 guides' DPP_CTRL list), then the operation runs as without DPP (references: tests/isa_reference.py). Every control of
 each architecture is drawn (quad_perm, row_shl/shr/ror, row_mirror, row_half_mirror; gfx942 wave_shl/shr/rol/ror and
 row_bcast:15/31; gfx1100 row_share/row_xmask), with random ROW_MASK / BANK_MASK (lanes outside are not written),
-BOUND_CTRL (a missing or inactive source lane reads 0; without it the lane is not written), gfx1100 FI and
-DPP8, neg/abs on float
-sources, and a tenth of the lanes inactive. LLVM emits DPP for wave reductions and scans (the atomic optimizer,
+BOUND_CTRL (a missing or inactive source lane reads 0; without it the lane is not written), gfx1100 FI, DPP8
+and VOP3 DPP (with clamp/omod), neg/abs on float sources, and a tenth of the lanes inactive. LLVM emits DPP for wave reductions and scans (the atomic optimizer,
 llvm.amdgcn.update.dpp), carry-out adds included for 64-bit ones."""
 from __future__ import annotations
 
@@ -64,6 +63,14 @@ for arch in ("gfx942", "gfx1100"):
                              ("v_subrev_co_u32", ref.subrev_co, 2), ("v_addc_co_u32", ref.addc_co, 3),
                              ("v_subb_co_u32", ref.subb_co, 3), ("v_subbrev_co_u32", ref.subrevb_co, 3)):
             D("carry", nm, ("u32", "u32", "bit")[:n_in], "u32", fn, fn.__doc__, sdst="mask", n=10)
+    if gfx11:  # VOP3 DPP: LLVM's DPP combine folds DPP moves into VOP3 forms on gfx11
+        D("vop3", "v_add_f32", ("f32", "f32"), "f32", ref.add(F32), "V_ADD_F32: D0 = S0 + S1", vop3=True)
+        D("vop3", "v_mul_f32", ("f32", "f32"), "f32", ref.mul(F32), "V_MUL_F32: D0 = S0 * S1", vop3=True)
+        D("vop3", "v_fma_f32", ("f32", "f32", "f32"), "f32", ref.fma(F32), "V_FMA_F32: D0 = fma(S0, S1, S2)",
+          vop3=True)
+        D("vop3", "v_max_f32", ("f32", "f32"), "f32", ref.rdna_max(F32), "V_MAX_F32 (IEEE mode)", vop3=True)
+        D("vop3", "v_add3_u32", ("u32", "u32", "u32"), "u32", ref.add3, "V_ADD3_U32", vop3=True)
+        D("vop3", "v_lshl_or_b32", ("b32", "b32", "b32"), "b32", ref.lshl_or, "V_LSHL_OR_B32", vop3=True, fmods=False)
     cases = [c for _, c in pending]
     ok, bad = keep_accepted(arch, cases)
     keep = {id(c) for c in ok}
@@ -95,6 +102,11 @@ def test_moves_conversions_and_selects_under_dpp(case):
     verify(case)
 
 
+@_cases("vop3")
+def test_gfx11_vop3_dpp_forms_apply_the_vop3_modifiers_to_the_moved_source(case):
+    verify(case)
+
+
 @_cases("carry")
 def test_carry_ops_under_dpp_take_and_give_the_carry_in_vcc(case):
     verify(case)
@@ -103,7 +115,7 @@ def test_carry_ops_under_dpp_take_and_give_the_carry_in_vcc(case):
 def test_every_opcode_keeps_assembled_forms():
     kept: dict[tuple[str, str], int] = {}
     for c in CASES:
-        key = (c.arch, c.line.split()[0].removesuffix("_dpp"))
+        key = (c.arch, c.line.split()[0].removesuffix("_dpp").removesuffix("_e64"))
         kept[key] = kept.get(key, 0) + 1
     thin = sorted((a, n) for a, names in WANTED.items() for n in names if kept.get((a, n), 0) < 3)
     assert not thin, f"fewer than three assembled DPP forms of {thin}:\n" + "\n".join(REJECTED)
