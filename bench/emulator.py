@@ -4,18 +4,106 @@ pm4_packets_per_s_<mix>: PM4 packets executed per second (NOP, WRITE_DATA, RELEA
 sdma_copy_vs_numpy_<size>: SDMA COPY_LINEAR throughput divided by a plain numpy copy of the same size
 (numpy copying between the same two buffers).
 Targets (issue 2): >= 200k PM4 packets/s; SDMA copy >= 0.5x numpy at >= 1 MiB.
+
+Asynchronous dispatch (issue 21):
+kernel_issue_steps_per_s_one_wave: issue steps per second of a one-wave counting loop (what the runaway bound
+  `max_kernel_steps` costs: runaway_bound_s = max_kernel_steps / that rate).
+interleaving_cost_<policy>: wall time of a stream of small kernels and signals under <policy> divided by the
+  in-order default (run_to_block), the cost of exploring orders.
+livelock_report_s: host wait -> DeadlockError naming the spinning wave, for a kernel spinning on a flag.
 """
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import best  # noqa: E402
 
-from hcqsim import EmulatedGPU, pm4, sdma
+from hcqsim import EmulatedGPU, kernels, pm4, sdma
+from hcqsim.compiler import compile_llvm
+from hcqsim.errors import DeadlockError
+from hcqsim.runtime import open_device
+
+COUNT_IR = """
+define amdgpu_kernel void @count(ptr addrspace(1) %out, i32 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i32 [ 0, %entry ], [ %j, %loop ]
+  %acc = phi i32 [ 0, %entry ], [ %acc2, %loop ]
+  %x = mul i32 %i, 2654435761
+  %acc2 = xor i32 %acc, %x
+  %j = add i32 %i, 1
+  %more = icmp ult i32 %j, %n
+  br i1 %more, label %loop, label %done
+done:
+  store i32 %acc2, ptr addrspace(1) %out
+  ret void
+}
+"""
+SPIN_IR = """
+define amdgpu_kernel void @spin(ptr addrspace(1) %flag) {
+entry:
+  br label %loop
+loop:
+  %v = load volatile i32, ptr addrspace(1) %flag, align 4
+  %z = icmp eq i32 %v, 0
+  br i1 %z, label %loop, label %done
+done:
+  ret void
+}
+"""
+
+
+def issue_steps_per_s(n: int = 20_000) -> tuple[float, int]:
+    dev = open_device("sim")
+    prog = dev.load_program(compile_llvm(COUNT_IR, dev.target), "count")
+    core = dev.os.system.gpus[dev.index].shader_core  # benchmark-only peek at the emulator's counters
+    out, done = dev.alloc(4096), dev.new_signal(0)
+    before = core.stats["issue_steps"]
+    t = time.perf_counter()
+    dev.compute_queue().exec(prog, [out, n], 1, 1).signal(done, 1).submit()
+    done.wait(1, timeout_ms=600_000)
+    seconds = time.perf_counter() - t
+    steps = core.stats["issue_steps"] - before
+    bound = core.max_kernel_steps
+    dev.close()
+    return steps / seconds, bound
+
+
+def kernel_stream_seconds(policy: str, kernels_n: int = 30) -> float:
+    dev = open_device("sim", policy=policy)
+    prog = dev.load_program(kernels.code_object("iota", dev.target), "iota")
+    out, done = dev.alloc(4 << 12), dev.new_signal(0)
+    q = dev.compute_queue()
+    for i in range(kernels_n):
+        q.exec(prog, [out, i, 4096], 4096, 256)
+    q.signal(done, 1)
+    t = time.perf_counter()
+    q.submit()
+    done.wait(1, timeout_ms=600_000)
+    seconds = time.perf_counter() - t
+    dev.close()
+    return seconds
+
+
+def livelock_report_seconds() -> float:
+    dev = open_device("sim")
+    prog = dev.load_program(compile_llvm(SPIN_IR, dev.target), "spin")
+    flag, done = dev.alloc(4096), dev.new_signal(0)
+    dev.compute_queue().exec(prog, [flag], 64, 64).signal(done, 1).submit()
+    t = time.perf_counter()
+    try:
+        done.wait(1)
+    except DeadlockError as e:
+        assert e.spinning and e.spinning[0].address == flag.va
+    seconds = time.perf_counter() - t
+    dev.close()
+    return seconds
 
 
 def pm4_rate(gpu: EmulatedGPU, packets: list[list[int]], batches: int = 20) -> float:
@@ -62,6 +150,15 @@ def main() -> None:
     for label, size in (("4KiB", 4 << 10), ("1MiB", 1 << 20), ("64MiB", 64 << 20)):
         with EmulatedGPU(target="gfx1100", seed=0, trace_limit=1000) as gpu:
             print(f"sdma_copy_vs_numpy_{label}: {sdma_vs_numpy(gpu, size):.2f}")
+    rate, bound = issue_steps_per_s()
+    print(f"kernel_issue_steps_per_s_one_wave: {rate:.0f}")
+    print(f"runaway_bound_steps: {bound}")
+    print(f"runaway_bound_s: {bound / rate:.1f}")
+    base = min(kernel_stream_seconds("run_to_block") for _ in range(2))
+    print(f"kernel_stream_s_run_to_block: {base:.3f}")
+    for policy in ("round_robin", "random"):
+        print(f"interleaving_cost_{policy}: {kernel_stream_seconds(policy) / base:.2f}")
+    print(f"livelock_report_s: {livelock_report_seconds():.3f}")
 
 
 if __name__ == "__main__":

@@ -115,15 +115,51 @@ class BlockedQueue:
     gpu: str = ""  # the GPU's label, e.g. "GPU 0 (gpu_id 1829)"
 
 
-class DeadlockError(HcqsimError):
-    """A wait that can never be satisfied: the machine is quiescent and the condition is false."""
+@dataclass
+class SpinningWave:
+    """A wave of a running kernel that loops on memory nobody writes (a livelock report's line)."""
 
-    def __init__(self, waiting_for: str, blocked: list[BlockedQueue]):
-        self.waiting_for, self.blocked = waiting_for, blocked
-        lines = [f"deadlock: waiting for {waiting_for}, but no queue can make progress"]
+    queue: str
+    dispatch: int  # the queue's launch number
+    kernel: str  # "0x..." address of its first instruction
+    workgroup: tuple[int, int, int]
+    wave: int  # within its workgroup
+    pc: int  # offset from the kernel's first instruction
+    instruction: str
+    poll_pc: int | None = None  # the load it polls with (offset), when one ran while it was watched
+    poll: str | None = None
+    address: int | None = None  # the address that load reads (first active lane)
+    value: int | None = None  # the u32 there now
+    gpu: str = ""
+
+    def __str__(self) -> str:
+        on = f" on {self.gpu}" if self.gpu else ""
+        text = (f"  wave {self.wave} of workgroup {self.workgroup}, dispatch {self.dispatch} (kernel at {self.kernel}) "
+                f"of queue {self.queue}{on} spins at PC +0x{self.pc:x}: {self.instruction}")
+        if self.poll is not None:
+            where = "an address it could not work out" if self.address is None else f"0x{self.address:x}"
+            now = "" if self.value is None else f" (value now 0x{self.value:x})"
+            text += f"\n    polling {where}{now} with +0x{self.poll_pc:x}: {self.poll}"
+        return text
+
+
+class DeadlockError(HcqsimError):
+    """A wait that can never be satisfied: the machine is quiescent (or nothing but spinning waves remains:
+    a livelock) and the condition is false. `blocked` lists the blocked queues, `spinning` the spinning waves."""
+
+    def __init__(self, waiting_for: str, blocked: list):
+        self.waiting_for = waiting_for
+        self.blocked = [b for b in blocked if isinstance(b, BlockedQueue)]
+        self.spinning = [b for b in blocked if isinstance(b, SpinningWave)]
+        if self.spinning:
+            lines = [f"livelock: waiting for {waiting_for}, but nothing runs except waves that loop on memory "
+                     f"nobody writes"]
+        else:
+            lines = [f"deadlock: waiting for {waiting_for}, but no queue can make progress"]
         if not blocked:
             lines.append("  no queue is blocked on a wait: nothing that could ever satisfy it is queued")
-        for b in blocked:
+        lines += [str(w) for w in self.spinning]
+        for b in self.blocked:
             cur = "unreadable" if b.current is None else f"0x{b.current:x}"
             addr = "" if b.address is None else f" at 0x{b.address:x}"
             off = "" if b.ring_offset is None else f" (ring offset 0x{b.ring_offset:x})"

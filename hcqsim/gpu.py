@@ -26,6 +26,7 @@ from .engines.sdma_engine import SDMAEngine, SDMAQueue
 from .errors import BlockedQueue, DeadlockError, EngineError, Fault, QueueError, VMFaultError, gpu_label
 from .fields import PacketFormat
 from .memory import PAGE_SIZE, AddressSpace, VaWindow, host_view, page_align
+from .shader.core import DISPATCH_QUANTUM, EPOCH
 from .targets import Target, get_target
 
 _HEADER_NOISE = ("type", "opcode", "op")
@@ -36,6 +37,9 @@ MAX_PACKETS_PER_RUN = 1_000_000
 # A launched wave costs 1/WAVES_PER_PACKET of a packet against the bound: a legitimate kernel of millions of
 # waves (2^26 threads is 1-2M waves) must not read as a runaway, while a billion-workgroup grid still does.
 WAVES_PER_PACKET = 64
+# A bounded progress point (a doorbell, the driver's waits, a free-running quantum) hands control back after about
+# this much work (packets plus issue steps) when it is not quiet yet: ~0.1-0.6 s of emulation at most.
+PROGRESS_WORK = 1 << 16
 _HEX = re.compile(r"0x([0-9a-fA-F]+)")  # addresses in messages are canonicalised in traces
 
 
@@ -84,55 +88,86 @@ class Allocation:
 
 
 # ---------------------------------------------------------------------------------------------------
-# scheduler policies: which ready queue advances next, by how many packets
+# scheduler policies. At each decision the GPU offers the ready activities: per queue (creation order) its
+# running dispatches (oldest first), then its packet processor; those that used up a quantum go last.
+# `choose(ready) -> (activity, budget)`: budget is packets for a queue, issue steps for a dispatch (capped at
+# DISPATCH_QUANTUM); `(None, 0)` hands control back to the host (the progress point ends there). Optional hooks a
+# policy may define: `workgroup_order(n_groups) -> permutation | None` (launch order of a dispatch's workgroups,
+# None: the CP's order) and `choose_waves(n_pcs) -> index` (which of the distinct PCs of runnable waves issues
+# next, sorted ascending; without the hook the lowest PC issues first).
 
 
 class RunToBlock:
-    """The first ready queue (in creation order) runs until it blocks or runs dry. Fast default."""
+    """The first ready activity runs until it blocks, runs dry or (a kernel) uses up a quantum. Fast default:
+    a kernel shorter than a quantum finishes before the next packet of its queue is read."""
 
     name = "run_to_block"
 
-    def choose(self, ready: list[EngineQueue]) -> tuple[EngineQueue, int]:
+    def choose(self, ready: list) -> tuple:
         return ready[0], 1 << 62
 
 
 class RoundRobin:
-    """One packet per turn, queues in rotation."""
+    """One packet (or issue step) per turn, activities in rotation."""
 
     name = "round_robin"
 
     def __init__(self):
         self._next = 0
 
-    def choose(self, ready: list[EngineQueue]) -> tuple[EngineQueue, int]:
+    def choose(self, ready: list) -> tuple:
         q = ready[self._next % len(ready)]
         self._next += 1
         return q, 1
 
 
 class SeededRandom:
-    """A random ready queue and a random budget of 1..max_budget packets, from a seeded generator."""
+    """A random ready activity and a random budget of 1..max_budget, a random workgroup order (up to
+    `max_shuffle` workgroups) and a random PC to issue next, all from one seeded generator."""
 
     name = "random"
 
-    def __init__(self, rng: random.Random, max_budget: int = 4):
-        self.rng, self.max_budget = rng, max_budget
+    def __init__(self, rng: random.Random, max_budget: int = 4, max_shuffle: int = 4096):
+        self.rng, self.max_budget, self.max_shuffle = rng, max_budget, max_shuffle
 
-    def choose(self, ready: list[EngineQueue]) -> tuple[EngineQueue, int]:
+    def choose(self, ready: list) -> tuple:
         return self.rng.choice(ready), self.rng.randint(1, self.max_budget)
+
+    def workgroup_order(self, n_groups: int):
+        if n_groups < 2 or n_groups > self.max_shuffle:
+            return None
+        order = list(range(n_groups))
+        self.rng.shuffle(order)
+        return order
+
+    def choose_waves(self, n_pcs: int) -> int:
+        return self.rng.randrange(n_pcs)
 
 
 class ExplicitChoices:
-    """Choices supplied from outside (hypothesis draws them): `pick(n_ready) -> (index, budget)`."""
+    """Choices supplied from outside (hypothesis draws them): `pick(n) -> (index, budget)` over the ready
+    activities; with `host_turns`, index n_ready (of n = n_ready + 1) ends the progress point, handing control
+    back to the host. `waves(n_pcs) -> index` and `workgroups(n_groups) -> permutation | None`, when given,
+    choose inside dispatches."""
 
     name = "explicit"
+    host_turns = False
 
-    def __init__(self, pick: Callable[[int], tuple[int, int]]):
+    def __init__(self, pick: Callable[[int], tuple[int, int]], *, waves: Callable[[int], int] | None = None,
+                 workgroups: Callable[[int], list[int] | None] | None = None):
         self.pick = pick
+        if waves is not None:
+            self.choose_waves = waves
+        if workgroups is not None:
+            self.workgroup_order = workgroups
 
-    def choose(self, ready: list[EngineQueue]) -> tuple[EngineQueue, int]:
-        i, budget = self.pick(len(ready))
-        return ready[i % len(ready)], max(1, budget)
+    def choose(self, ready: list) -> tuple:
+        n = len(ready) + (1 if self.host_turns else 0)
+        i, budget = self.pick(n)
+        i %= n
+        if i == len(ready):
+            return None, 0
+        return ready[i], max(1, budget)
 
 
 def make_policy(policy, rng: random.Random):
@@ -164,7 +199,7 @@ class EmulatedGPU:
     def __init__(self, target: str = "gfx1100", seed: int = 0, *, policy="run_to_block",
                  window: VaWindow | None = None, index: int = 0, gpu_id: int | None = None, autorun: bool = True,
                  trace_limit: int = 200_000, interrupt_limit: int = 200_000, max_packets_per_run: int = MAX_PACKETS_PER_RUN,
-                 cost: CostModel = CostModel(), shader: bool = True):
+                 cost: CostModel = CostModel(), shader: bool = True, max_kernel_steps: int | None = None):
         self.target: Target = get_target(target)
         self.seed, self.index, self.gpu_id, self.autorun = seed, index, gpu_id, autorun
         self.label = gpu_label(index, gpu_id)
@@ -187,9 +222,13 @@ class EmulatedGPU:
         if shader:
             from .shader.core import ShaderCore
             self.shader_core = ShaderCore(self)
+            if max_kernel_steps is not None:
+                self.shader_core.max_kernel_steps = max_kernel_steps
         self._buffers: dict[int, Allocation] = {}
         self._running = False
         self._counts: dict[str, int] = {}
+        self._yielded: set = set()  # activities that used up a quantum: they go last in the next choices
+        self.livelocked = False  # the last progress point ended with nothing but spinning waves
 
     # -- memory ------------------------------------------------------------------------------------
 
@@ -273,6 +312,7 @@ class EmulatedGPU:
         if queue not in self.queues:
             raise QueueError(f"queue {queue.name} does not belong to {self.label}")
         queue.destroyed = True
+        queue.stop_dispatches()
         self.queues.remove(queue)
 
     def ring_doorbell(self, queue: EngineQueue, value: int) -> None:
@@ -281,44 +321,130 @@ class EmulatedGPU:
             raise QueueError(f"doorbell on {'faulted' if queue.fault else 'destroyed'} queue {queue.name}")
         queue.doorbell(value)
         if self.autorun:
-            self.run()
+            self.step()
 
     # -- progress ----------------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Progress point: advance queues until none can. Returns the number of packets executed."""
+        """Progress point: advance queues and running kernels until none can, or until nothing but spinning waves
+        remains (`livelocked`). Returns the work done (packets plus issue steps)."""
         return self._progress(None)
 
+    def step(self, work_limit: int = PROGRESS_WORK) -> int:
+        """A bounded progress point: as `run`, but hands control back after about `work_limit` packets plus issue
+        steps even when work remains (a doorbell, the driver's waits, the free-running thread's quanta)."""
+        return self._progress(None, work_limit)
+
     def run_until(self, condition: Callable[[], bool], waiting_for: str) -> None:
-        """Advance until `condition()` holds; DeadlockError when the machine goes quiet first."""
+        """Advance until `condition()` holds; DeadlockError when the machine goes quiet first, or when nothing but
+        waves spinning on memory nobody writes is left (a livelock: the report names them)."""
         self._progress(condition)
         if not condition():
-            raise DeadlockError(waiting_for, self.blocked())
+            raise DeadlockError(waiting_for, self.blocked() + self.spinning())
 
-    def _progress(self, condition: Callable[[], bool] | None) -> int:
+    @property
+    def settled(self) -> bool:
+        """Nothing can advance, or only waves spinning on memory nobody writes (as of the last progress point)."""
+        return self.livelocked or not self._activities()
+
+    def _activities(self) -> list:
+        """What could advance now, in the in-order default's order: per queue (creation order) its running
+        dispatches, oldest first, then its packets; activities that used up a quantum go last, so a kernel that
+        runs long (or spins) never starves the packets behind it."""
+        acts = []
+        for q in self.queues:
+            if q.inflight:
+                acts += q.inflight
+            if q.ready():
+                acts.append(q)
+        if self._yielded:
+            acts = [a for a in acts if a not in self._yielded] + [a for a in acts if a in self._yielded]
+        return acts
+
+    def _progress(self, condition: Callable[[], bool] | None, work_limit: int | None = None) -> int:
         if self._running:  # a doorbell rung from inside the run (interrupt handler): the loop sees it
             return 0
         self._running = True
-        executed = 0
+        self.livelocked = False
+        EPOCH[0] += 1  # the host may have stored since the last progress point: spin verdicts are stale
+        work = 0
         bound = self.max_packets_per_run
-        used: dict[EngineQueue, int] = {}  # packets + waves per queue in this progress point
         try:
             while condition is None or not condition():
-                ready = [q for q in self.queues if q.ready()]
+                ready = self._activities()
                 if not ready:
                     break
-                q, budget = self.policy.choose(ready)
-                before = used.get(q, 0)
+                if not any(a.kind == "queue" for a in ready) and self._all_spinning(ready):
+                    self.livelocked = True  # only waves looping on memory nobody writes: nothing will change
+                    break
+                if work_limit is not None and work >= work_limit:
+                    break
+                act, budget = self.policy.choose(ready)
+                if act is None:  # the policy hands control back to the host here
+                    break
+                self._yielded.discard(act)
+                if act.kind == "dispatch":
+                    work += self._advance_dispatch(act, min(max(1, budget), DISPATCH_QUANTUM))
+                    continue
+                q = act
+                before = q.streak
                 q.wave_budget = (bound - before) * WAVES_PER_PACKET  # a dispatch checks it before launching
                 waves = q.waves
                 n = self._advance(q, min(budget, bound - before))
-                executed += n
-                used[q] = total = before + n + -(-(q.waves - waves) // WAVES_PER_PACKET)
-                if total >= bound and q.ready():  # past the bound with work left: this queue alone stops
-                    self._record_fault(q, q.runaway(bound))
+                work += n
+                q.streak = total = before + n + -(-(q.waves - waves) // WAVES_PER_PACKET)
+                if q.ready():
+                    if total >= bound:  # past the bound with work left: this queue alone stops
+                        self._record_fault(q, q.runaway(bound))
+                else:
+                    q.streak = 0  # blocked or dry: the stream paused
         finally:
             self._running = False
-        return executed
+        return work
+
+    def _all_spinning(self, dispatches: list) -> bool:
+        """Only running kernels are left: watch the long-running ones for spins; True once every one spins."""
+        verdict = True
+        for d in dispatches:
+            if not d.watching and d.steps >= DISPATCH_QUANTUM:
+                d.watch()
+            verdict = verdict and d.spinning
+        return verdict
+
+    def spinning(self) -> list:
+        """The waves of kernels found spinning (for livelock reports)."""
+        return [w for q in self.queues for d in q.inflight if d.spinning for w in d.spinning_waves()]
+
+    def _advance_dispatch(self, d, budget: int) -> int:
+        q = d.queue
+        try:
+            n = d.advance(budget)
+        except EngineError as e:
+            self._dispatch_fault(d, e)
+            return 1
+        except Exception as e:  # an emulator bug: stop the queue, keep the GPU, keep the evidence
+            err = EngineError(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
+            err.kind = "internal emulator error"
+            self._dispatch_fault(d, err)
+            return 1
+        if d.done:
+            try:
+                q.retire(d)
+            except EngineError as e:  # an end-of-pipe write that faults
+                self._record_fault(q, e)
+                q.stop_dispatches()
+        elif n >= budget or d.spinning:
+            self._yielded.add(d)  # a quantum used up (or a spin found): the others get a turn first
+        return max(n, 1)
+
+    def _dispatch_fault(self, d, e: EngineError) -> None:
+        q = d.queue
+        if d.origin is not None:
+            q.current = d.origin
+        self._yielded.discard(d)
+        if q.active:
+            self._record_fault(q, e)
+        q.stop_dispatches()
 
     def _advance(self, q: EngineQueue, budget: int) -> int:
         before = q.packets
@@ -330,6 +456,8 @@ class EmulatedGPU:
             err = EngineError(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
             err.kind = "internal emulator error"
             self._record_fault(q, err)
+        if q.packets != before:
+            EPOCH[0] += 1  # packets may have written memory: spin verdicts taken before are stale
         return max(q.packets - before, 1)
 
     def _record_fault(self, q: EngineQueue, e: EngineError) -> Fault:
@@ -349,6 +477,7 @@ class EmulatedGPU:
         if isinstance(e, VMFaultError):
             f.address, f.size, f.access = e.address, e.size, e.access
         q.fault = f
+        q.stop_dispatches()
         self.faults.append(f)
         self.trace.append((self.clock, q.name, "fault", f))
         self.interrupt("vm_fault" if f.is_vm_fault else "queue_error", 0, q, fault=f)
@@ -417,6 +546,7 @@ class EmulatedGPU:
     def close(self) -> None:
         for q in list(self.queues):
             q.destroyed = True
+            q.stop_dispatches()
         self.queues.clear()
         for va in list(self._buffers):
             self.memory.unmap(va)

@@ -178,7 +178,7 @@ def test_user_sgprs_come_from_the_descriptor_packet_and_queue(gpu):
     q = gpu.aql_queue()
     seen = []
     core = gpu.shader_core
-    gpu.shader_core = type("Spy", (), {"dispatch": lambda self, queue, d: seen.append(d) or 0})()
+    gpu.shader_core = type("Spy", (), {"launch": lambda self, queue, d, policy=None: seen.append(d)})()
     try:
         out = gpu.alloc(4096)
         packet = iota_packet(gpu, out, 0, 64)

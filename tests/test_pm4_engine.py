@@ -1260,12 +1260,14 @@ def test_random_policy_explores_different_interleavings():
 # -- DISPATCH_DIRECT with a recording shader core: the register state handed over (4.1-4.3) -------------------
 
 class RecordingCore:
-    def __init__(self, waves=3):
-        self.calls, self.waves = [], waves
+    """A shader core that records what the CP launches and runs nothing (the launch finishes at once)."""
 
-    def dispatch(self, queue, d):
+    def __init__(self):
+        self.calls = []
+
+    def launch(self, queue, d, policy=None):
         self.calls.append((queue.name, d))
-        return self.waves
+        return None
 
 
 RSRC3_REG = {"gfx1100": 0x2E28, "gfx942": 0x2E2D}
@@ -1362,11 +1364,13 @@ def test_dispatch_user_sgprs_beyond_16_are_ignored():
 
 def test_dispatch_costs_virtual_time_per_wave():
     with EmulatedGPU(target="gfx1100", seed=0) as g:
-        g.shader_core = RecordingCore(waves=40)
+        core = g.shader_core = RecordingCore()
         code, b = g.alloc(4096, executable=True), g.alloc(4096)
         q = g.compute_queue()
         q.submit(_dispatch_state(code.va, rsrc2=0) + pm4.release_mem(b.va, data_sel=3)
-                 + pm4.dispatch_direct(1, 1, 1, 0x5) + pm4.release_mem(b.va + 8, data_sel=3))
+                 + pm4.dispatch_direct(40, 1, 1, 0x5) + pm4.release_mem(b.va + 8, data_sel=3))
         no_faults(g)
         t0, t1 = int(b.u64()[0]), int(b.u64()[1])
-        assert t1 - t0 == 2 * g.cost.packet + 40 * g.cost.wave
+        [(_, d)] = core.calls
+        waves = 40 * -(-(d.group_size[0] * d.group_size[1] * d.group_size[2]) // d.wave_size)
+        assert waves >= 40 and t1 - t0 == 2 * g.cost.packet + waves * g.cost.wave

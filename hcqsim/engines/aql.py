@@ -6,8 +6,10 @@ module is the emulator's behaviour for them.
 Behaviour: a slot whose header type is INVALID stops the processor there (the producer has bumped the
 write index but not yet published the header); it resumes once the header changes. Malformed packets
 (reserved types or scopes, bad dimensions, zero sizes, an unaligned kernel object) fault the queue naming
-the packet index. Dispatches run synchronously on the shared shader core, so the barrier bit and fence
-scopes are checked and have nothing further to wait for. Completion: the signal's value is decremented
+the packet index. A kernel dispatch launches its waves on the shared shader core and the processor moves
+on to the next packet; a packet with the barrier bit set starts only once every earlier dispatch of the
+queue has finished, and a dispatch's completion signal is decremented when its last wave ends (fence
+scopes are checked; memory is coherent, so they have nothing more to do). Completion: the signal's value is decremented
 (the processor is the only writer while it runs) and, when the signal has an event mailbox, the event id
 is written there and a CP end-of-pipe interrupt with ctxid = event id is raised, as ROCr's interrupt
 signals expect; with ENABLE_PROFILING in amd_queue_t.queue_properties the signal's start_ts/end_ts get
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import struct
 
-from ..aql import (AMD_AQL_FORMAT_PM4_IB, HEADER_ACQUIRE, HEADER_RELEASE, PACKET_SIZE, QUEUE_ENABLE_PROFILING,
+from ..aql import (AMD_AQL_FORMAT_PM4_IB, HEADER_ACQUIRE, HEADER_BARRIER, HEADER_RELEASE, PACKET_SIZE, QUEUE_ENABLE_PROFILING,
                    QUEUE_PROPERTIES, QUEUE_SCRATCH_BASE, QUEUE_TMPRING_SIZE, SIGNAL_END_TS, SIGNAL_EVENT_ID,
                    SIGNAL_MAILBOX, SIGNAL_START_TS, SIGNAL_VALUE, TYPE_BARRIER_AND, TYPE_BARRIER_OR, TYPE_INVALID,
                    TYPE_KERNEL_DISPATCH, TYPE_NAMES, TYPE_VENDOR, describe)
@@ -115,11 +117,17 @@ class AQLQueue(PM4Queue):
         for name, bit in (("acquire", HEADER_ACQUIRE), ("release", HEADER_RELEASE)):
             if (hdr >> bit) & 3 == 3:
                 raise DecodeError(f"{where}: {name} fence scope 3 is reserved (0 none, 1 agent, 2 system)")
+        if hdr >> HEADER_BARRIER & 1 and not self.drain_dispatches(stream, pos, f"{where} barrier bit", retry=True):
+            return  # the barrier bit: the packet starts once every earlier packet has completed
         self.gpu.clock += self._packet_cost
         if ptype == TYPE_KERNEL_DISPATCH:
-            self._dispatch(raw, stream.address(pos), index, where)
+            running = self._dispatch(raw, stream, pos, index, where)
             stream.pos = pos + PACKET_SIZE  # consumed once launched: a faulting packet is not counted
-            self._complete(struct.unpack_from("<Q", raw, 56)[0], index)
+            signal, started = struct.unpack_from("<Q", raw, 56)[0], self.started[1]
+            if running is None:
+                self._complete(signal, index, started)
+            else:  # completes with its last wave; the processor goes on to the next packet
+                running.on_done.append(lambda: self._complete(signal, index, started))
         elif ptype in (TYPE_BARRIER_AND, TYPE_BARRIER_OR):
             self._barrier(stream, pos, raw, ptype == TYPE_BARRIER_OR, index, where)
         elif ptype == TYPE_VENDOR:
@@ -131,13 +139,13 @@ class AQLQueue(PM4Queue):
         v = self.gpu.memory.read_u64(signal + SIGNAL_VALUE)
         return v - (1 << 64) if v >> 63 else v  # hsa_signal_value_t is signed
 
-    def _complete(self, signal: int, index: int) -> None:
+    def _complete(self, signal: int, index: int, started: int | None = None) -> None:
         """Decrement the completion signal; wake its waiters through the event mailbox and an interrupt."""
         if not signal:
             return
         mem = self.gpu.memory
         if mem.read_u32(self.queue_ptr + QUEUE_PROPERTIES) & QUEUE_ENABLE_PROFILING:  # ROCr's kernel timing
-            mem.write_u64(signal + SIGNAL_START_TS, self.started[1])
+            mem.write_u64(signal + SIGNAL_START_TS, self.started[1] if started is None else started)
             mem.write_u64(signal + SIGNAL_END_TS, self.gpu.clock)
         mem.write_u64(signal + SIGNAL_VALUE, (mem.read_u64(signal + SIGNAL_VALUE) - 1) & _U64)
         self.gpu.trace_write(self, signal + SIGNAL_VALUE, 8, mem.read_u64(signal + SIGNAL_VALUE))
@@ -177,7 +185,8 @@ class AQLQueue(PM4Queue):
         self._execINDIRECT_BUFFER(stream, pos, v)
         self.in_ib = pos
 
-    def _dispatch(self, raw: bytes, packet_va: int, index: int, where: str) -> None:
+    def _dispatch(self, raw: bytes, stream: Stream, pos: int, index: int, where: str):
+        packet_va = stream.address(pos)
         (_, setup, wx, wy, wz, _, gx, gy, gz, private, group, kobj, kernarg, _, _) = struct.unpack(
             "<HHHHHHIIIIIQQQQ", raw)
         dims = setup & 3
@@ -245,9 +254,8 @@ class AQLQueue(PM4Queue):
             raise UnsupportedError(f"{where}: no shader core is attached to this GPU")
         self.dispatches += 1
         self.aql_dispatches += 1
-        waves = core.dispatch(self, d)
-        self.waves += waves or 0
-        self.gpu.tick(self.gpu.cost.wave * (waves or 0))
+        self.launch(core, d, stream, pos)
+        return self.inflight[-1] if self.inflight and self.inflight[-1].seq == self.launched - 1 else None
 
     # -- reports -----------------------------------------------------------------------------------
 

@@ -3,9 +3,12 @@
 Packets are read with the tables of `hcqsim.pm4`; every field value a handler compares against is
 named from those tables, so this module holds behaviour, not layout.
 
-Emulation model: memory is coherent and dispatches complete synchronously, so cache-control fields
-(GCR bits, cache policies, WR_CONFIRM) decode and are checked but have nothing to act on, and an
-end-of-pipe RELEASE_MEM writes as soon as the CP reaches it (all earlier work has finished).
+Emulation model: memory is coherent, so cache-control fields (GCR bits, cache policies, WR_CONFIRM) decode
+and are checked but have nothing to act on. Dispatches are asynchronous (HARDWARE_FACTS 6.3): DISPATCH_DIRECT
+launches the waves and the CP reads the next packet; EVENT_WRITE CS_PARTIAL_FLUSH stalls the queue until every
+earlier dispatch has finished; RELEASE_MEM is queued as an end-of-pipe event that writes (and interrupts) once
+every earlier dispatch has finished, in order, without stalling the queue (facts 3); ACQUIRE_MEM, WRITE_DATA,
+COPY_DATA and the rest act when the CP reaches them, whatever is still running.
 """
 from __future__ import annotations
 
@@ -176,10 +179,14 @@ class PM4Queue(EngineQueue):
     def _execEVENT_WRITE(self, stream, pos, v):
         etype, index = v["event_type"], v["event_index"]
         name = EVENT_TYPES.get(etype, f"event 0x{etype:x}")
-        if etype == pm4.CS_PARTIAL_FLUSH:  # wait for earlier dispatches; they completed synchronously
+        if etype == pm4.CS_PARTIAL_FLUSH:  # the CP waits for every earlier dispatch of this queue (facts 3)
             if index != _INDEX_CS_PARTIAL_FLUSH:
                 raise DecodeError(f"EVENT_WRITE CS_PARTIAL_FLUSH needs EVENT_INDEX {_INDEX_CS_PARTIAL_FLUSH}, "
                                   f"got {index}")
+            if v["address"]:
+                raise DecodeError(f"EVENT_WRITE {name} carries an address; only sample events have one")
+            self.drain_dispatches(stream, pos, "CS_PARTIAL_FLUSH")
+            return
         elif etype in _CACHE_FLUSH_EVENTS:  # cache flush (and invalidate): memory is coherent in the emulator
             if index != _INDEX_OTHER:
                 raise DecodeError(f"EVENT_WRITE {name} needs EVENT_INDEX {_INDEX_OTHER}, got {index}")
@@ -225,6 +232,16 @@ class PM4Queue(EngineQueue):
             raise DecodeError("RELEASE_MEM INT_SEL INT_ONLY requires DATA_SEL NONE")
         if int_sel in _INT_IF_EQ and data_sel != _DATA_NONE:
             raise DecodeError("RELEASE_MEM INT_SEL 5/6 compare against memory: DATA_SEL must be NONE")
+        if data_sel not in (_DATA_NONE, _DATA_32, _DATA_64, _DATA_CLOCK):
+            raise UnsupportedError(f"RELEASE_MEM DATA_SEL {DATA_SEL[data_sel]} is not emulated")
+        if data_sel != _DATA_NONE or int_sel in _INT_IF_EQ:  # a bad address faults this packet, not a later one
+            width = 4 if data_sel == _DATA_32 else 8 if data_sel != _DATA_NONE else _INT_IF_EQ[int_sel]
+            self.gpu.memory.check(v["addr"] & ~(width - 1), width, "write" if data_sel != _DATA_NONE else "read")
+        # queued as an end-of-pipe event: it acts once every earlier dispatch finished; later packets go on
+        self.at_end_of_pipe(lambda: self._release(v, data_sel, int_sel))
+
+    def _release(self, v: dict, data_sel: int, int_sel: int) -> None:
+        """What a RELEASE_MEM does at end of pipe: the data write, then the interrupt."""
         mem = self.gpu.memory
         if data_sel == _DATA_32:
             addr = v["addr"] & ~3
@@ -235,8 +252,6 @@ class PM4Queue(EngineQueue):
             value = v["data"] if data_sel == _DATA_64 else self.gpu.clock
             mem.write_u64(addr, value)
             self.gpu.trace_write(self, addr, 8, value)
-        elif data_sel != _DATA_NONE:
-            raise UnsupportedError(f"RELEASE_MEM DATA_SEL {DATA_SEL[data_sel]} is not emulated")
         if int_sel in _INT_ALWAYS:
             self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
         elif int_sel in _INT_IF_EQ:
@@ -348,9 +363,17 @@ class PM4Queue(EngineQueue):
         for reg, value in zip(_DISPATCH_REGS, (v["dispatch_initiator"], *dims)):  # the CP latches them
             self.regs[reg] = value
         self.dispatches += 1
-        waves = core.dispatch(self, d)
-        self.waves += waves or 0
-        self.gpu.tick(self.gpu.cost.wave * (waves or 0))
+        self.launch(core, d, stream, pos)
+
+    def launch(self, core, d, stream: Stream, pos: int) -> None:
+        """Hand the dispatch to the shader core and move on (facts 6.3): its waves run as an activity of their own."""
+        running = core.launch(self, d, self.gpu.policy)
+        if running is not None:
+            running.origin = (stream, pos)  # a fault of its waves is reported at the launching packet
+        waves = running.total_waves if running is not None else _waves_of(d)
+        self.waves += waves
+        self.gpu.tick(self.gpu.cost.wave * waves)
+        self.launched_dispatch(running)
 
     def _execDISPATCH_INDIRECT(self, stream, pos, v):
         raise UnsupportedError("DISPATCH_INDIRECT on a compute queue is not emulated (layout uncertain)")
@@ -372,6 +395,11 @@ class PM4Queue(EngineQueue):
         if UCONFIG_BASE <= reg < UCONFIG_END:
             return self.gpu.uconfig.get(reg, 0)
         raise UnsupportedError(f"read of {reg_name(reg)} (0x{reg:x}): only SH and UCONFIG registers are modelled")
+
+
+def _waves_of(d) -> int:
+    groups = d.groups[0] * d.groups[1] * d.groups[2]
+    return groups * -(-(d.group_size[0] * d.group_size[1] * d.group_size[2]) // d.wave_size)
 
 
 def _pack(data: list[int]) -> bytes:

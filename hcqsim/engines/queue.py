@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import ctypes
 from array import array
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from ..compare import COMPARE, NAMES as COMPARE_NAMES
+from ..compare import COMPARE, EQUAL as COMPARE_EQUAL, NAMES as COMPARE_NAMES
 from ..errors import BlockedQueue, DecodeError, EngineError, QueueError, RunawayStop
 
 
@@ -122,11 +123,14 @@ class Wait:
     mask: int
     address: int | None = None
     ring_offset: int | None = None
+    reason: str | None = None  # what is awaited when it is not a memory value (earlier dispatches finishing)
 
     def satisfied(self) -> bool:
         return COMPARE[self.func](self.read() & self.mask, self.reference)
 
     def awaited(self) -> str:
+        if self.reason is not None:
+            return self.reason
         return f"(value & 0x{self.mask:x}) {COMPARE_NAMES[self.func]} 0x{self.reference:x}"
 
 
@@ -134,6 +138,7 @@ class EngineQueue:
     """Base of the emulated queues. Subclasses set `engine`, `ptr_unit` and implement `execute`."""
 
     engine = "queue"
+    kind = "queue"  # an activity of the GPU's scheduler (the other kind: a running dispatch)
     ptr_unit = 4  # bytes per write-pointer unit (PM4: dwords, SDMA: bytes)
     max_ib_depth = 1
 
@@ -155,6 +160,13 @@ class EngineQueue:
         self.last_jump: tuple[Stream, int] | None = None  # the last IB packet executed: a loop's likely culprit
         self.current: tuple[Stream, int] | None = None  # where the last error happened (for fault reports)
         self.submitted = 0  # host-side write position in bytes, for submit()
+        # dispatches this queue launched whose waves still run (shader.core.ActiveDispatch), oldest first; the
+        # GPU's scheduler advances them beside the queue's packets
+        self.inflight: list = []
+        self.launched = 0  # dispatches launched so far (the next one's number)
+        self.streak = 0  # packets (+ waves / WAVES_PER_PACKET) since the queue last blocked or ran dry: runaway bound
+        self.eop_events: deque = deque()  # (launch bound, action): end-of-pipe work queued behind running dispatches
+        self.yield_turn = False  # a packet launched a dispatch: end this turn so the scheduler sees it
 
     # -- pointers ----------------------------------------------------------------------------------
 
@@ -253,6 +265,9 @@ class EngineQueue:
                     continue
                 execute(stream)
                 done += 1
+                if self.yield_turn:  # a dispatch was launched: the scheduler decides what runs next
+                    self.yield_turn = False
+                    break
         except EngineError:
             self.current = (stream, pos)  # where the fault report points
             raise
@@ -273,6 +288,50 @@ class EngineQueue:
         stream.pos = pos
         self.wait = Wait(self.disassemble_at(stream, pos)[1], size, read, func, reference, mask, address,
                          stream.offset(pos))
+
+    # -- running dispatches ----------------------------------------------------------------------------
+
+    def launched_dispatch(self, running) -> None:
+        """A packet launched a dispatch (`running` None: it already finished). The CP moves on (facts 6.3); this
+        turn ends so the scheduler can choose between the new waves and the next packet."""
+        if running is not None:
+            running.seq = self.launched
+            self.inflight.append(running)
+        self.launched += 1
+        self.yield_turn = True
+
+    def retire(self, running) -> None:
+        """The last wave of `running` ended: end-of-pipe events no longer behind a running dispatch fire."""
+        if running in self.inflight:
+            self.inflight.remove(running)
+        self.fire_eop_events()
+
+    def at_end_of_pipe(self, action: Callable[[], None]) -> None:
+        """Queue `action` as an end-of-pipe event (RELEASE_MEM): it runs once every dispatch launched before it
+        has finished, in order with the queue's other such events; the queue does not stall (facts 3, 6.2)."""
+        self.eop_events.append((self.launched, action))
+        self.fire_eop_events()
+
+    def fire_eop_events(self) -> None:
+        oldest = self.inflight[0].seq if self.inflight else self.launched
+        while self.eop_events and self.eop_events[0][0] <= oldest:
+            self.eop_events.popleft()[1]()
+
+    def drain_dispatches(self, stream: Stream, pos: int, what: str, *, retry: bool = False) -> bool:
+        """Stall at the packet at `pos` until every dispatch this queue launched before it has finished (CS_PARTIAL_FLUSH,
+        an AQL barrier bit). True when there was nothing to wait for."""
+        if not self.inflight:
+            return True
+        self.stall(stream, pos, lambda: int(not self.inflight), COMPARE_EQUAL, 1, 1, None, retry=retry)
+        self.wait.reason = f"{what}: earlier dispatches to finish ({len(self.inflight)} running)"
+        return False
+
+    def stop_dispatches(self) -> None:
+        """The queue faulted or was destroyed: its waves stop, its queued end-of-pipe events never fire."""
+        for running in self.inflight:
+            running.done = True
+        self.inflight.clear()
+        self.eop_events.clear()
 
     # -- indirect buffers --------------------------------------------------------------------------
 
@@ -319,5 +378,6 @@ class EngineQueue:
 
     def status(self) -> str:
         state = "faulted" if self.fault else "destroyed" if self.destroyed else "waiting" if self.wait else \
-            "busy" if self.has_work() else "idle"
-        return f"{self.engine} queue {self.name}: {state}, rptr {self.rptr}, wptr {self.wptr}"
+            "busy" if self.has_work() else "running kernels" if self.inflight else "idle"
+        running = f", {len(self.inflight)} dispatch(es) running" if self.inflight else ""
+        return f"{self.engine} queue {self.name}: {state}, rptr {self.rptr}, wptr {self.wptr}{running}"

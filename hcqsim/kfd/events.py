@@ -3,10 +3,13 @@ page, memory and hardware exception events, the interrupts the GPUs raise, and W
 
 WAIT_EVENTS keeps the kernel's contract (kfd_wait_on_events): timeout 0 polls; a finite timeout returns
 with wait_result KFD_IOC_WAIT_RESULT_TIMEOUT written into the caller's struct. In progress-point mode it is a
-progress point (DESIGN_NOTES 3): it drives every GPU until the awaited events fire or the machine is quiet;
-quiet with a finite timeout, nothing but the host can change anything any more, so it returns TIMEOUT at
-once instead of sleeping out a timeout nobody can end. An infinite timeout on a quiet machine would hang the
-process for ever: that one case raises DeadlockError (a documented deviation). In free-running mode it
+progress point (DESIGN_NOTES 3): it keeps driving every GPU in bounded progress points until the awaited events
+fire, the timeout elapses, or the machine is settled (quiet, or nothing but waves spinning on memory nobody
+writes); settled with a finite timeout, nothing but the host can change anything any more, so it returns TIMEOUT
+at once instead of sleeping out a timeout nobody can end. An infinite timeout on a settled machine would hang
+the process for ever: in single-threaded use that one case raises DeadlockError (a documented deviation; the
+report names blocked queues and spinning waves). Once several host threads have waited on the machine, another
+may still release the wait, so it waits as on hardware. In free-running mode it
 sleeps on the system's condition until an awaited event fires (the GPU thread's interrupts notify it) or
 the timeout elapses. hcqsim's runtime gets its instant deadlock diagnosis from the separate, emulator-only
 `OSBoundary.deadlock_report` query, not from this ioctl.
@@ -16,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
@@ -268,8 +272,8 @@ class ProcessEvents:
             if not done() and args.timeout != k.KFD_EVENT_TIMEOUT_IMMEDIATE:
                 if system.thread is not None:
                     self._sleep(done, args.timeout)
-                elif args.timeout == k.KFD_EVENT_TIMEOUT_INFINITE:
-                    raise DeadlockError(self._describe_wait(data, args), self.driver.blocked())
+                else:
+                    self._drive(done, args.timeout, data, args)
             result = self._condition(waiters, bool(args.wait_for_all))
             args.wait_result = result
             if result == k.KFD_IOC_WAIT_RESULT_COMPLETE:
@@ -280,6 +284,30 @@ class ProcessEvents:
             for w in waiters:
                 if w.event is not None and w in w.event.waiters:
                     w.event.waiters.remove(w)
+
+    def _drive(self, done: Callable[[], bool], timeout_ms: int, data: list, args) -> None:
+        """Progress-point mode: keep advancing the GPUs (bounded progress points) until `done()`, the timeout, or
+        nothing but the host can change the machine. Settled with a finite timeout: TIMEOUT at once (nobody can
+        end it). Settled with an infinite one, single-threaded: DeadlockError (a documented deviation: it would
+        hang the process for ever). Once several host threads waited here, another may still release it: the
+        wait sleeps briefly and looks again, as a sleeper woken by another thread's driver call would."""
+        system = self.driver.system
+        system.host_threads.add(threading.get_ident())
+        infinite = timeout_ms == k.KFD_EVENT_TIMEOUT_INFINITE
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not done():
+            if not infinite and time.monotonic() >= deadline:
+                return
+            if self.driver.settled():
+                if system.single_host_thread():
+                    if infinite:
+                        raise DeadlockError(self._describe_wait(data, args),
+                                            self.driver.blocked() + self.driver.spinning())
+                    return
+                if system.closed:
+                    raise OSError(errno.EINTR, "WAIT_EVENTS: the emulated system was closed while waiting")
+                system.cond.wait(0.001)  # the lock released: another thread may store or call in
+            self.driver.progress(done)
 
     def _sleep(self, done: Callable[[], bool], timeout_ms: int) -> None:
         """Free-running: sleep (the system lock released) until `done()` or the timeout elapsed."""

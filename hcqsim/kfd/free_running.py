@@ -13,9 +13,12 @@ hand-over; the policy keeps that cheap while work is arriving and free while not
   SET_EVENT) notifies the condition and restarts the low-latency phase. A store nobody announces is seen
   within `max_sleep_s`.
 
-The engine step (doorbell delivery plus `EmulatedGPU.run`) holds the system lock, the same lock every ioctl,
-mmap and munmap takes, so driver state is never seen half-updated; host threads reading and writing GPU
-memory while the engines run need no lock (that is the normal case, as on hardware).
+The engine step (doorbell delivery plus one bounded `EmulatedGPU.step` of `IdlePolicy.quantum` packets and issue
+steps per GPU) holds the system lock, the same lock every ioctl, mmap and munmap takes, so driver state is never
+seen half-updated; the lock is released between steps, so driver calls proceed within a quantum while a long
+kernel runs. Host threads reading and writing GPU memory while the engines run need no lock (that is the normal
+case, as on hardware). A machine with nothing but waves spinning on memory nobody writes counts as idle: the
+thread sleeps as above and looks again (a host store that releases the spin is seen within `max_sleep_s`).
 """
 from __future__ import annotations
 
@@ -41,6 +44,9 @@ class IdlePolicy:
     # While the thread runs, the interpreter's switch interval is lowered to this so a host thread spinning in
     # pure Python hands the GIL over within tens of microseconds instead of the default 5 ms.
     switch_interval_s: float = 0.00005
+    # Work (packets plus issue steps) per engine step: the system lock is released between steps, so ioctls,
+    # doorbells, DESTROY_QUEUE and close() wait at most one quantum (~1-5 ms) while a long kernel runs.
+    quantum: int = 256
 
 
 _interval_lock = threading.Lock()
@@ -103,10 +109,12 @@ class GpuThread:
                 return 0
             driver = system.driver
             executed = driver.queues.poll_doorbells()
-            executed += sum(d.gpu.run() for d in driver.devices)
+            executed += sum(d.gpu.step(self.policy.quantum) for d in driver.devices)
             if executed:
                 self.worked_at.append(time.perf_counter())
                 system.cond.notify_all()  # sleepers re-check their conditions (WAIT_EVENTS, the runtime)
+            if driver.settled():  # quiet, or only waves spinning on memory nobody writes: idle until a store
+                return 0
             return executed
 
     def _main(self) -> None:
@@ -119,6 +127,7 @@ class GpuThread:
                 if self.step():
                     self.steps += 1
                     last_work, sleep = time.monotonic(), p.spin_sleep_s
+                    time.sleep(0)  # hand the GIL over: a thread waiting for the system lock takes it now
                     continue
                 if time.monotonic() - last_work < p.spin_s:
                     time.sleep(p.spin_sleep_s)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import kfd_uapi as k
 from ..errors import BlockedQueue
-from ..gpu import EmulatedGPU
+from ..gpu import PROGRESS_WORK, EmulatedGPU
 from .events import ProcessEvents
 from .memory import ProcessMemory
 from .queues import ProcessQueues
@@ -227,13 +227,25 @@ class KfdDriver:
         if inject is not None:
             inject.apply_armed()
 
-    def progress(self, done: Callable[[], bool] | None = None) -> None:
-        """A progress point: deliver pending doorbell stores, run every GPU until quiet (or `done`)."""
+    def spinning(self) -> list:
+        return [w for d in self.devices for w in d.gpu.spinning()]
+
+    def progress(self, done: Callable[[], bool] | None = None, work_limit: int | None = None) -> None:
+        """A progress point: deliver pending doorbell stores, run every GPU until quiet, `done`, nothing but
+        spinning waves left (`settled`), or about `work_limit` packets plus issue steps (default PROGRESS_WORK):
+        the host always gets control back."""
+        limit = PROGRESS_WORK if work_limit is None else work_limit
+        work = 0
         while done is None or not done():
             executed = self.queues.poll_doorbells()
-            executed += sum(d.gpu.run() for d in self.devices)
-            if executed == 0:
+            executed += sum(d.gpu.step(max(1, limit - work)) for d in self.devices)
+            work += executed
+            if executed == 0 or work >= limit or self.settled():
                 return
+
+    def settled(self) -> bool:
+        """Every GPU is quiet or has nothing but spinning waves left."""
+        return all(d.gpu.settled for d in self.devices)
 
     def close(self) -> None:
         self.events.close()

@@ -54,6 +54,9 @@ class EmulatedSystem:
         self.os = EmulatedOS(self)
         self.inject = from_environment(self, seed)  # fault injection (kfd/fault_injection.py; HCQSIM_INJECT)
         self.closed = False
+        # host threads seen waiting on this machine: with more than one, a wait another thread could release is
+        # not reported as a deadlock at once (it times out, as on hardware)
+        self.host_threads: set[int] = set()
         self.thread: GpuThread | None = GpuThread(self, idle_policy) if free_running else None
         _live.add(self)
 
@@ -65,18 +68,32 @@ class EmulatedSystem:
             with self.cond:
                 self.cond.notify_all()
 
-    def stuck(self) -> list[BlockedQueue] | None:
-        """The queues blocked when nothing but the host can change the machine any more, else None.
-        Progress-point mode: runs a progress point first (so it is always quiet afterwards). Free-running:
-        delivers pending doorbell stores and looks, without executing (the thread does that)."""
+    def stuck(self) -> list | None:
+        """The blocked queues and spinning waves when nothing but the host can change the machine any more,
+        else None. Only single-threaded progress-point mode answers: it runs a bounded progress point first and
+        answers once every GPU is quiet or only spins; free-running, or once several host threads waited on this
+        machine, another thread may still release any wait, so the answer is None (waits time out)."""
         with self.lock:
             driver = self.driver
-            if self.thread is None:
-                driver.progress()
-            elif driver.queues.poll_doorbells() or any(q.ready() for d in driver.devices for q in d.gpu.queues):
+            self.host_threads.add(threading.get_ident())
+            if self.thread is not None or not self.single_host_thread():
+                # another thread (the GPU thread, or a host thread that stores to memory) may still change the
+                # machine: a wait behaves as on hardware and times out instead
+                driver.queues.poll_doorbells()
                 self.wake()
                 return None
-            return driver.blocked()
+            driver.progress()
+            if not driver.settled():
+                return None  # work remains: the waiter keeps advancing the GPUs
+            return driver.blocked() + driver.spinning()
+
+    def single_host_thread(self) -> bool:
+        """Only the calling thread can change this machine: no other thread waited on it, and no other live
+        non-daemon thread exists that might store to its memory. Then (and only then, in progress-point mode) a
+        wait on a settled machine is reported at once instead of timing out."""
+        me = threading.current_thread()
+        others = [t for t in threading.enumerate() if t is not me and t.is_alive()]
+        return not any(not t.daemon or t.ident in self.host_threads for t in others)
 
     def describe(self) -> str:
         """Every queue's state and what blocked queues wait for: what a test report shows when a client's

@@ -10,17 +10,24 @@ repeatedly takes every runnable wave at the lowest PC and runs that one instruct
 at once (numpy over [waves, lanes]). Waves that branch apart are picked up at their own PCs and meet
 again where their paths join; `s_barrier` holds a wave until every live wave of its workgroup arrived.
 Memory effects are synchronous and coherent, so waitcnt, clauses, delays and cache invalidates are no-ops.
+
+A dispatch is an activity, not a call: `ShaderCore.launch` checks it and returns an `ActiveDispatch`, which
+the GPU's scheduler advances in quanta of issue steps beside the queues' packets and the host (the CP moves
+on past DISPATCH_DIRECT, HARDWARE_FACTS 6.3). Workgroup launch order and which PC issues next are policy
+choices; the in-order default launches workgroups in the CP's order and issues the lowest PC first.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import EngineError, RunawayStop, UnsupportedError, VMFaultError
+from ..errors import EngineError, RunawayStop, SpinningWave, UnsupportedError, VMFaultError
 from ..registers import RSRC2
 from . import fpmode
-from .compile import InstructionCache, compile_instr
-from .decoder import decode
+from .compile import InstructionCache, compile_instr, gfx9_as_gfx11
+from .decoder import decode, sext
 from .dispatch import Dispatch
+from .matrix import acc_operands
+from .memops import _flat_address
 from .operands import Context, ShaderFault
 from .waves import EXEC, Waves
 
@@ -28,7 +35,13 @@ from .waves import EXEC, Waves
 VGPR_GRANULE = {"gfx1100": {32: 8, 64: 4}, "gfx942": {64: 8}}
 SCRATCH_GRANULE = {"gfx1100": (256, 0x7FFF), "gfx942": (1024, 0x1FFF)}  # TMPRING_SIZE.WAVESIZE unit, mask
 BATCH_BYTES = 48 << 20  # VGPR state per batch of workgroups
-MAX_WAVE_STEPS = 200_000_000  # wave-instructions per dispatch before the kernel is declared runaway
+# The runaway bound of one kernel: issue steps (one instruction issued for every wave at one PC) per dispatch,
+# across progress points. What costs host time is steps, not waves: ~10 us each, so the default is ~40-60 s of
+# CPU. Configurable per GPU (`EmulatedGPU(max_kernel_steps=...)`, `gpu.shader_core.max_kernel_steps`).
+MAX_KERNEL_STEPS = 1 << 22
+# A kernel that issues this many steps without finishing hands the scheduler a turn (a quantum): later packets of
+# its queue, other queues and the host run beside it. The in-order default runs shorter kernels to completion first.
+DISPATCH_QUANTUM = 4096
 FETCH_BYTES = 16
 _ENDPGM = {"gfx1100": b"\x00\x00\xb0\xbf", "gfx942": b"\x00\x00\x81\xbf"}  # s_endpgm: a kernel that does nothing
 
@@ -55,17 +68,22 @@ def _thread_layout(size: np.ndarray, wpg: int, lanes: int) -> tuple[np.ndarray, 
 
 
 class ShaderCore:
-    """Attached to an EmulatedGPU as `gpu.shader_core`; the CP calls `dispatch(queue, Dispatch)`."""
+    """Attached to an EmulatedGPU as `gpu.shader_core`. The CP calls `launch(queue, Dispatch)`: the checks that
+    fault the launching packet happen there, and the dispatch's waves then run as an `ActiveDispatch`, an activity
+    the GPU's scheduler advances in quanta beside the queues (or `None` when nothing is left to run)."""
 
     def __init__(self, gpu, arch: str | None = None):
         self.gpu = gpu
         self.arch = arch or gpu.target.name
         self._compiled = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> closure, across dispatches (LRU)
-        self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "lane_instructions": 0}
+        self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "lane_instructions": 0, "issue_steps": 0}
+        self.max_kernel_steps = MAX_KERNEL_STEPS
 
     # -- the dispatch --------------------------------------------------------------------------------
 
-    def dispatch(self, queue, d: Dispatch) -> int:
+    def launch(self, queue, d: Dispatch, policy=None) -> "ActiveDispatch | None":
+        """Check the dispatch and launch it: its waves run later, in `ActiveDispatch.advance` quanta. `policy`
+        (the GPU's scheduler policy) may choose the workgroup order and which waves issue next."""
         if self.arch not in VGPR_GRANULE:
             raise UnsupportedError(f"the shader core executes {sorted(VGPR_GRANULE)} code, not {self.arch}")
         rsrc2 = RSRC2.decode([d.rsrc2])
@@ -89,37 +107,35 @@ class ShaderCore:
             if waves_per_group > scratch[2]:
                 raise ShaderFault(f"a workgroup of {waves_per_group} waves needs more scratch slots than "
                                   f"COMPUTE_TMPRING_SIZE.WAVES = {scratch[2]}")
-        if self.gpu.memory.read(d.pgm_addr, 4) == _ENDPGM[self.arch]:  # an empty kernel: its waves only end
-            total_waves = n_groups * waves_per_group
-            self.stats["wave_instructions"] += total_waves
-            self.stats["lane_instructions"] += total_waves * lanes
-        else:
-            total_waves = self._batches(d, rsrc2, scratch, lanes, vgprs, waves_per_group, n_groups, batch_groups)
+        total_waves = n_groups * waves_per_group
         self.stats["dispatches"] += 1
         self.stats["waves"] += total_waves
         self.gpu.trace.append((self.gpu.clock, queue.name, "dispatch",
                                f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}: groups {d.groups} of "
                                f"{d.group_size}, {total_waves} wave{lanes}s"))
-        return total_waves
+        if self.gpu.memory.read(d.pgm_addr, 4) == _ENDPGM[self.arch]:  # an empty kernel: its waves only end
+            self.stats["wave_instructions"] += total_waves
+            self.stats["lane_instructions"] += total_waves * lanes
+            return None
+        order = None
+        choose = getattr(policy, "workgroup_order", None)
+        if choose is not None:
+            order = choose(n_groups)
+            if order is not None:
+                order = list(order)
+                if sorted(order) != list(range(n_groups)):
+                    raise ValueError(f"workgroup_order({n_groups}) must return a permutation of range({n_groups})")
+                batch_groups = n_groups if n_groups * waves_per_group * per_wave <= BATCH_BYTES else batch_groups
+        return ActiveDispatch(self, queue, d, rsrc2, scratch, lanes, vgprs, waves_per_group, n_groups, batch_groups,
+                              total_waves, order, getattr(policy, "choose_waves", None))
 
-    def _batches(self, d: Dispatch, rsrc2: dict, scratch, lanes: int, vgprs: int, wpg: int, n_groups: int,
-                 batch_groups: int) -> int:
-        """Launch and run the workgroups batch by batch (memory bounded by the batch, never by the grid)."""
-        ctx = Context(lanes, vgprs, self.gpu.memory, f"kernel at 0x{self.gpu.canonical(d.pgm_addr):x}", self.arch,
-                      ieee=bool(d.rsrc1 >> 23 & 1), dx10_clamp=bool(d.rsrc1 >> 21 & 1))  # RSRC1 IEEE_MODE, DX10_CLAMP
-        if self.arch == "gfx942":  # AccVGPRs follow the architectural VGPRs: RSRC3.ACCUM_OFFSET, in 4-register units
-            ctx.accum_offset = min(vgprs, ((d.rsrc3 & 0x3F) + 1) * 4)
-        total_waves = 0
-        for start in range(0, n_groups, batch_groups):
-            batch = _group_ids(d.groups, start, min(batch_groups, n_groups - start))
-            W = self._launch(d, rsrc2, batch, lanes, vgprs, wpg)
-            if scratch is not None:  # wave slot i owns [base + i * wavesize, + wavesize), lanes side by side
-                W.scratch_base = scratch[0] + np.arange(W.n, dtype=np.uint64) * np.uint64(scratch[1])
-                W.scratch_lane = scratch[1] // lanes
-            with np.errstate(all="ignore"):  # IEEE exceptions are flags, not traps: no numpy warning reaches the user
-                self._run(W, d, ctx)
-            total_waves += W.n
-        return total_waves
+    def dispatch(self, queue, d: Dispatch) -> int:
+        """Launch and run to completion at once (no interleaving): the number of waves launched."""
+        running = self.launch(queue, d)
+        while running is not None and not running.done:
+            running.advance(1 << 62)
+        n_groups = d.groups[0] * d.groups[1] * d.groups[2]
+        return n_groups * -(-(d.group_size[0] * d.group_size[1] * d.group_size[2]) // d.wave_size)
 
     @staticmethod
     def _scratch(d: Dispatch, rsrc2: dict, arch: str) -> tuple[int, int, int] | None:
@@ -178,43 +194,6 @@ class ShaderCore:
         W.set_mode(slice(None), fpmode.initial_mode(d.rsrc1))  # denormal modes are emulated (fpmode)
         return W
 
-    # -- scheduling ----------------------------------------------------------------------------------
-
-    def _run(self, W: Waves, d: Dispatch, ctx: Context) -> None:
-        steps = 0
-        while True:
-            runnable = W.alive & ~W.at_barrier
-            if not runnable.any():
-                if W.alive.any():
-                    self._release_barriers(W, force_check=True, d=d)
-                    continue
-                return
-            idx = np.nonzero(runnable)[0]
-            pcs = W.pc[idx]
-            pc = int(pcs.min())
-            sel = idx[pcs == pc]
-            w = slice(None) if sel.size == W.n else sel
-            run = self._instruction(pc, W, ctx, d)
-            try:
-                run(W, w)
-            except VMFaultError as e:  # stays a VM fault (memory exception to KFD), now naming kernel and PC
-                fault = VMFaultError(e.address, e.size, e.access, e.reason)
-                fault.args = (f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x} ({run.text}): {e}",)
-                raise fault from None
-            except EngineError:
-                raise
-            except (IndexError, ValueError, TypeError, OverflowError) as e:
-                raise ShaderFault(f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x} ({run.text}): {type(e).__name__}: "
-                                  f"{e}") from None
-            steps += sel.size
-            self.stats["wave_instructions"] += sel.size
-            self.stats["lane_instructions"] += sel.size * W.lanes
-            if getattr(run, "barrier", False) or getattr(run, "ends", False):
-                self._release_barriers(W)
-            if steps > MAX_WAVE_STEPS:
-                raise ShaderFault(f"{ctx.kernel}: more than {MAX_WAVE_STEPS} wave-instructions; the kernel does not "
-                                  f"terminate (PC +0x{pc - d.pgm_addr:x})")
-
     @staticmethod
     def _release_barriers(W: Waves, force_check: bool = False, d: Dispatch | None = None) -> None:
         """Release every workgroup whose live waves all wait at the barrier."""
@@ -232,7 +211,7 @@ class ShaderCore:
             raise ShaderFault(f"barrier deadlock: workgroups {groups.tolist()} wait at s_barrier but not every wave "
                               f"of them can arrive")
 
-    def _instruction(self, pc: int, W: Waves, ctx: Context, d: Dispatch):
+    def instruction(self, pc: int, W: Waves, ctx: Context, d: Dispatch):
         mem = self.gpu.memory
         try:
             mem.check(pc, 4, "execute")
@@ -251,6 +230,256 @@ class ShaderCore:
             run = self._compiled.get(key)
             if run is None:
                 run = compile_instr(instr, ctx)
+                _classify(run)
                 self._compiled[key] = run
             self._compiled[(pc, code, W.lanes, W.vgprs, acc)] = run
         return run
+
+    def poll_address(self, pc: int, W: Waves, w, ctx: Context, d: Dispatch) -> int | None:
+        """The address a load at `pc` reads for the first active lane of the first selected wave (livelock
+        reports name what a spinning wave polls); None when it cannot be worked out."""
+        try:
+            instr = decode(self.gpu.memory.read(pc, min(FETCH_BYTES, self.gpu.memory.find(pc).end - pc)), 0,
+                           self.arch)
+            instr.pc = pc - d.pgm_addr
+            if self.arch == "gfx942":
+                instr = acc_operands(gfx9_as_gfx11(instr, ctx), ctx)
+            sel = np.atleast_1d(np.arange(W.n)[w])[:1]
+            if instr.family in ("GLOBAL", "FLAT"):
+                addrs = _flat_address(instr, ctx)(W, sel)
+                lanes = W.exec_lanes(sel)
+                return int(addrs[lanes][0]) if lanes.any() else None
+            if instr.family == "SMEM":
+                f = instr.fields
+                base_reg = f["sbase"] * 2
+                addr = int(W.s[sel[0], base_reg]) | int(W.s[sel[0], base_reg + 1]) << 32
+                addr += sext(f["offset"], 21)
+                if f["soffset"] != ctx.null:
+                    addr += int(W.s[sel[0], f["soffset"]])
+                return addr & ~3 & (2 ** 64 - 1)
+        except Exception:  # a report keeps what it could work out
+            return None
+        return None
+
+
+# Memory epoch: bumped by every store a wave issues and every packet batch a queue executes, on any GPU. A wave
+# state that repeats with the epoch unchanged is a spin: nothing it could read has changed (livelock reports).
+EPOCH = [0]
+_WRITES = ("store", "atomic")  # mnemonic parts of instructions that write memory (LDS is part of the wave state)
+_LOADS = ("load",)
+
+
+def _classify(run) -> None:
+    """Mark a compiled instruction as writing and/or reading memory (outside LDS), from its mnemonic."""
+    name = getattr(run, "text", "").split(" ", 1)[0]
+    local = name.startswith("ds_")
+    run.writes = not local and any(p in name for p in _WRITES)
+    run.loads = not local and any(p in name for p in _LOADS)
+
+
+class ActiveDispatch:
+    """A launched dispatch whose waves have not all ended: an activity the GPU's scheduler advances in quanta of
+    issue steps, interleaved with the packets of its queue, other queues and the host.
+
+    `advance(budget)` runs at most `budget` issue steps (one instruction for every runnable wave at one PC) and
+    returns how many ran; `done` once the last wave ended. The launch order of workgroups and which waves issue
+    next are choices of the GPU's policy (`workgroup_order`, `choose_waves`); without them, workgroups launch in
+    the CP's order (x fastest) and the waves at the lowest PC issue first.
+
+    While `watching` (the GPU sets it when nothing but running kernels can change memory), every state is
+    compared with a snapshot (Brent's cycle finding): the same PCs, registers, LDS and memory epoch twice means
+    the waves loop on memory nobody writes -- `spinning`, with what each wave last polled in `polls`.
+    """
+
+    kind = "dispatch"
+
+    def __init__(self, core: ShaderCore, queue, d: Dispatch, rsrc2: dict, scratch, lanes: int, vgprs: int,
+                 wpg: int, n_groups: int, batch_groups: int, total_waves: int, order, choose_waves):
+        self.core, self.queue, self.d = core, queue, d
+        self.rsrc2, self.scratch, self.lanes, self.vgprs, self.wpg = rsrc2, scratch, lanes, vgprs, wpg
+        self.n_groups, self.batch_groups, self.total_waves = n_groups, batch_groups, total_waves
+        self.order, self.choose_waves = order, choose_waves
+        self.seq = 0  # the queue's launch number (set by the queue)
+        self.ctx = Context(lanes, vgprs, core.gpu.memory, f"kernel at 0x{core.gpu.canonical(d.pgm_addr):x}", core.arch,
+                           ieee=bool(d.rsrc1 >> 23 & 1), dx10_clamp=bool(d.rsrc1 >> 21 & 1))  # RSRC1 IEEE_MODE, DX10_CLAMP
+        if core.arch == "gfx942":  # AccVGPRs follow the architectural VGPRs: RSRC3.ACCUM_OFFSET, in 4-register units
+            self.ctx.accum_offset = min(vgprs, ((d.rsrc3 & 0x3F) + 1) * 4)
+        self.done = False
+        self.steps = 0  # issue steps so far, against the kernel's runaway bound
+        self.W: Waves | None = None
+        self.batch_ids: np.ndarray | None = None  # [groups in batch, 3] workgroup ids of the running batch
+        self.origin = None  # (stream, pos) of the launching packet, where a fault of the waves is reported
+        self.on_done: list = []  # what completes with the last wave (end-of-pipe events, AQL completion)
+        self._budget = 0
+        self._gen = self._execute()
+        self.watching = False
+        self._spin_epoch = -1
+        self.polls: dict[int, tuple[int, str, int | None]] = {}  # wave -> (pc, instruction, address) last polled
+        self._snap = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.queue.name} dispatch {self.seq}"
+
+    @property
+    def spinning(self) -> bool:
+        """Found looping on memory nobody wrote since (a spin verdict goes stale with any write)."""
+        return self._spin_epoch == EPOCH[0]
+
+    def ready(self) -> bool:
+        return not self.done
+
+    def advance(self, budget: int) -> int:
+        """Run up to `budget` issue steps; returns the number run. Errors (faults) end the dispatch."""
+        self._budget, start = budget, self.steps
+        try:
+            with np.errstate(all="ignore"):  # IEEE exceptions are flags, not traps: no numpy warning reaches the user
+                next(self._gen)
+        except StopIteration:
+            self.done = True
+        except BaseException:
+            self.done = True
+            raise
+        return self.steps - start
+
+    # -- execution -----------------------------------------------------------------------------------
+
+    def _batch(self, start: int) -> np.ndarray:
+        n = min(self.batch_groups, self.n_groups - start)
+        if self.order is None:
+            return _group_ids(self.d.groups, start, n)
+        lin = np.array(self.order[start:start + n], dtype=np.int64)
+        gx, gy, _ = self.d.groups
+        return np.stack([lin % gx, (lin // gx) % gy, lin // (gx * gy)], axis=1)
+
+    def _execute(self):
+        core, d, ctx = self.core, self.d, self.ctx
+        stats = core.stats
+        choose = self.choose_waves
+        for start in range(0, self.n_groups, self.batch_groups):
+            self.batch_ids = batch = self._batch(start)
+            W = core._launch(d, self.rsrc2, batch, self.lanes, self.vgprs, self.wpg)
+            if self.scratch is not None:  # wave slot i owns [base + i * wavesize, + wavesize), lanes side by side
+                W.scratch_base = self.scratch[0] + np.arange(W.n, dtype=np.uint64) * np.uint64(self.scratch[1])
+                W.scratch_lane = self.scratch[1] // self.lanes
+            self.W, self._snap = W, None
+            while True:
+                runnable = W.alive & ~W.at_barrier
+                if not runnable.any():
+                    if W.alive.any():
+                        core._release_barriers(W, force_check=True, d=d)
+                        continue
+                    break
+                idx = np.nonzero(runnable)[0]
+                pcs = W.pc[idx]
+                if choose is None:
+                    pc = int(pcs.min())
+                else:
+                    distinct = np.unique(pcs)
+                    pc = int(distinct[choose(len(distinct)) % len(distinct)]) if len(distinct) > 1 else int(distinct[0])
+                sel = idx[pcs == pc]
+                w = slice(None) if sel.size == W.n else sel
+                run = core.instruction(pc, W, ctx, d)
+                if self.watching and run.loads:
+                    self._note_poll(pc, run, W, sel)
+                try:
+                    run(W, w)
+                except VMFaultError as e:  # stays a VM fault (memory exception to KFD), now naming kernel and PC
+                    fault = VMFaultError(e.address, e.size, e.access, e.reason)
+                    fault.args = (f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x} ({run.text}): {e}",)
+                    raise fault from None
+                except EngineError:
+                    raise
+                except (IndexError, ValueError, TypeError, OverflowError) as e:
+                    raise ShaderFault(f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x} ({run.text}): {type(e).__name__}: "
+                                      f"{e}") from None
+                self.steps += 1
+                stats["issue_steps"] += 1
+                stats["wave_instructions"] += sel.size
+                stats["lane_instructions"] += sel.size * W.lanes
+                if run.writes:
+                    EPOCH[0] += 1
+                if getattr(run, "barrier", False) or getattr(run, "ends", False):
+                    core._release_barriers(W)
+                if self.steps > core.max_kernel_steps:
+                    raise RunawayStop(f"{ctx.kernel}: more than {core.max_kernel_steps} issue steps; the kernel does "
+                                      f"not terminate (PC +0x{pc - d.pgm_addr:x}, {run.text}). Raise "
+                                      f"EmulatedGPU(max_kernel_steps=...) if it is meant to run this long")
+                if self.watching and self._repeats(W):
+                    self._spin_epoch = EPOCH[0]
+                    yield
+                    continue
+                self._budget -= 1
+                if self._budget <= 0:
+                    yield
+        for action in self.on_done:
+            action()
+
+    # -- livelock detection ----------------------------------------------------------------------------
+
+    def watch(self, on: bool = True) -> None:
+        """Start (or stop) looking for a spin; a new watch forgets an earlier verdict."""
+        self.watching, self._spin_epoch, self._snap = on, -1, None
+        if not on:
+            self.polls.clear()
+
+    def _note_poll(self, pc: int, run, W: Waves, sel: np.ndarray) -> None:
+        for wave in sel[:8].tolist():
+            self.polls[wave] = (pc, run.text, self.core.poll_address(pc, W, np.array([wave]), self.ctx, self.d))
+
+    def _state(self, W: Waves):
+        return (W.pc.copy(), W.alive.copy(), W.at_barrier.copy(), W.scc.copy(), W.s.copy(), W.v.copy(),
+                W.lds.copy(), W.mode.copy())
+
+    def _same(self, W: Waves, snap) -> bool:
+        pc, alive, barrier, scc, s, v, lds, mode = snap
+        if not (np.array_equal(W.pc, pc) and np.array_equal(W.alive, alive) and np.array_equal(W.at_barrier, barrier)
+                and np.array_equal(W.scc, scc) and np.array_equal(W.s, s)):
+            return False
+        first = int(np.argmax(W.alive))
+        return (np.array_equal(W.v[first], v[first]) and np.array_equal(W.v, v) and np.array_equal(W.lds, lds)
+                and np.array_equal(W.mode, mode))
+
+    def _repeats(self, W: Waves) -> bool:
+        """Brent's cycle finding over whole wave states: True once the state of a snapshot recurs with no
+        memory write anywhere in between. The snapshot moves to the current state at powers of two."""
+        snap = self._snap
+        if snap is None or snap[0] != EPOCH[0]:
+            self._snap = (EPOCH[0], self._state(W), 1, 0)
+            return False
+        epoch, state, power, lam = snap
+        if self._same(W, state):
+            return True
+        lam += 1
+        if lam == power:
+            self._snap = (epoch, self._state(W), power * 2, 0)
+        else:
+            self._snap = (epoch, state, power, lam)
+        return False
+
+    def spinning_waves(self, limit: int = 8) -> list[SpinningWave]:
+        """What a livelock report says about this dispatch's live waves (at most `limit`)."""
+        W, d = self.W, self.d
+        out: list[SpinningWave] = []
+        if W is None:
+            return out
+        mem = self.core.gpu.memory
+        for wave in np.nonzero(W.alive)[0][:limit].tolist():
+            gid = tuple(int(x) for x in self.batch_ids[int(W.group[wave])])
+            pc = int(W.pc[wave])
+            try:
+                text = self.core.instruction(pc, W, self.ctx, d).text
+            except Exception:
+                text = "?"
+            poll_pc, poll_text, addr = self.polls.get(wave, (None, None, None))
+            value = None
+            if addr is not None:
+                try:
+                    value = mem.read_u32(addr)
+                except Exception:
+                    value = None
+            out.append(SpinningWave(queue=self.queue.name, dispatch=self.seq, kernel=f"0x{d.pgm_addr:x}",
+                                    workgroup=gid, wave=wave % self.wpg, pc=pc - d.pgm_addr, instruction=text,
+                                    poll_pc=None if poll_pc is None else poll_pc - d.pgm_addr, poll=poll_text,
+                                    address=addr, value=value, gpu=self.core.gpu.label))
+        return out
