@@ -835,9 +835,12 @@ class DppCase(ValuCase):
                     x &= 0xFFFF
                 args.append(_apply_mods(x, s))
             if not written or not (valid or bound):
-                out.append((KEEP, None))
+                out.append((None if self.dst == "bit" else KEEP, None))
                 continue
             res = self.ref(*args)
+            if self.dst == "bit":  # a compare: the lane-mask bit only
+                out.append((None, None) if open_ else (None, int(res)))
+                continue
             bit = None
             if self.sdst is not None:
                 res, bit = res
@@ -903,6 +906,9 @@ def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Call
             case_srcs.append(Src(k if _fmt_of(k) is not None or not (neg or ab) else as_float, neg=neg, abs=ab))
             texts.append(operand_text(arch, k, SRC_VGPRS[i], neg, ab))
         parts = [f"v{DST_VGPR}"] + ([mask_operand(arch, "vcc")] if sdst == "mask" else [])
+        if dst == "bit":  # VOPC: the compare bits go to VCC (e32) or an SGPR (VOP3)
+            parts = [mask_operand(arch, "sgpr_out" if vop3 else "vcc")]
+            sdst = "sgpr" if vop3 else "vcc"
         clamp = bool(vop3 and _fmt_of(dst) is not None and r.random() < 0.3)
         omod = r.choice([0, 0, 1, 2, 3]) if vop3 and _fmt_of(dst) is not None else 0
         outs = (" clamp" if clamp else "") + OMOD_TEXT[omod]
@@ -911,7 +917,7 @@ def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Call
             line += f" row_mask:0x{rows:x} bank_mask:0x{banks:x}" + (" bound_ctrl:1" if r.random() < 0.5 else "")
         if arch == "gfx1100" and r.random() < 0.4:
             line += " fi:1"
-        out.append(DppCase(arch, line, fn, case_srcs, dst, sdst="vcc" if sdst == "mask" else None, doc=doc,
+        out.append(DppCase(arch, line, fn, case_srcs, dst, sdst="vcc" if sdst == "mask" else sdst, doc=doc,
                            zero_hi=zero_hi, hi_any=hi_any, control=control, vop3=vop3, clamp=clamp, omod=omod))
     return out
 

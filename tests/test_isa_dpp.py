@@ -71,6 +71,12 @@ for arch in ("gfx942", "gfx1100"):
         D("vop3", "v_max_f32", ("f32", "f32"), "f32", ref.rdna_max(F32), "V_MAX_F32 (IEEE mode)", vop3=True)
         D("vop3", "v_add3_u32", ("u32", "u32", "u32"), "u32", ref.add3, "V_ADD3_U32", vop3=True)
         D("vop3", "v_lshl_or_b32", ("b32", "b32", "b32"), "b32", ref.lshl_or, "V_LSHL_OR_B32", vop3=True, fmods=False)
+    if gfx11:  # VOPC DPP (gfx942's assembler has no VOPC DPP forms)
+        for vop3 in (False, True):
+            D("cmp", "v_cmp_lt_f32", ("f32", "f32"), "bit", lambda a, b: ref.f_lt(a, b, F32), "V_CMP_LT_F32", vop3=vop3)
+            D("cmp", "v_cmp_eq_u32", ("u32", "u32"), "bit", lambda a, b: a == b, "V_CMP_EQ_U32", vop3=vop3)
+            D("cmp", "v_cmp_gt_i32", ("i32", "i32"), "bit",
+              lambda a, b: ref.sext(a, 32) > ref.sext(b, 32), "V_CMP_GT_I32", vop3=vop3)
     cases = [c for _, c in pending]
     ok, bad = keep_accepted(arch, cases)
     keep = {id(c) for c in ok}
@@ -104,6 +110,11 @@ def test_moves_conversions_and_selects_under_dpp(case):
 
 @_cases("vop3")
 def test_gfx11_vop3_dpp_forms_apply_the_vop3_modifiers_to_the_moved_source(case):
+    verify(case)
+
+
+@_cases("cmp")
+def test_gfx11_compares_under_dpp_set_the_lane_mask(case):
     verify(case)
 
 
