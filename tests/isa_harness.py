@@ -774,7 +774,7 @@ def dpp_source_lane(control: tuple[str, int], lane: int, lanes: int) -> int | No
         return base - 1 if base else None
     if kind == "row_bcast31":
         return 31 if lane >= 32 else None
-    if kind == "row_share":
+    if kind in ("row_share", "row_newbcast"):  # gfx11 row_share, gfx90a+ row_newbcast: lane n of the row
         return base + n
     if kind == "row_xmask":
         return base + (idx ^ n)
@@ -783,7 +783,7 @@ def dpp_source_lane(control: tuple[str, int], lane: int, lanes: int) -> int | No
     raise ValueError(kind)
 
 
-def _dpp_control_text(control: tuple[str, int]) -> str:
+def _dpp_control_text(control: tuple[str, int]) -> str:  # noqa: C901 - one line per control
     kind, n = control
     if kind == "quad_perm":
         return "quad_perm:[" + ",".join(str(n >> (2 * i) & 3) for i in range(4)) + "]"
@@ -850,17 +850,18 @@ class DppCase(ValuCase):
         return out
 
     def _dst_expect(self, res: int, old: int) -> int:
-        return old & 0xFFFFFFFF if res == KEEP else super()._dst_expect(res, old)
+        return old & ((1 << max(32, WIDTH[self.dst])) - 1) if res == KEEP else super()._dst_expect(res, old)
 
     def _matches(self, res: int, got: int, old: int) -> bool:
         if res == KEEP:
-            return got == old & 0xFFFFFFFF
+            return got == old & ((1 << max(32, WIDTH[self.dst])) - 1)
         return super()._matches(res, got, old)
 
 
 def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Callable, doc: str, *, n: int = 6,
                  fmods: bool | str | None = None, sdst: str | None = None, zero_hi: bool = False,
-                 hi_any: bool = False, seed: str = "", vop3: bool = False) -> list[DppCase]:
+                 hi_any: bool = False, seed: str = "", vop3: bool = False,
+                 controls: tuple[str, ...] | None = None, acc: bool = False) -> list[DppCase]:
     """`n` DPP16 forms (name_dpp) of one VOP1/VOP2 opcode: a random control of the architecture's list, ROW_MASK,
     BANK_MASK (mostly all rows and banks), BOUND_CTRL, neg/abs on float sources (`fmods`). A "bit" source is VCC;
     `sdst` "mask" adds VCC as the carry-out destination. `vop3` (gfx11): the VOP3 form name_e64_dpp, with clamp and
@@ -869,8 +870,10 @@ def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Call
     if fmods is None:
         fmods = any(_fmt_of(k) is not None for k in srcs)
     kinds = ["quad_perm", "row_shl", "row_shr", "row_ror", "row_mirror", "row_half_mirror"]
-    kinds += ["wave_shl", "wave_shr", "wave_rol", "wave_ror", "row_bcast15", "row_bcast31"] if arch == "gfx942" \
+    kinds += ["wave_shl", "wave_shr", "wave_rol", "wave_ror", "row_bcast15", "row_bcast31", "row_newbcast"] \
+        if arch == "gfx942" \
         else ["row_share", "row_xmask", "dpp8", "dpp8"]
+    kinds = list(controls) if controls else kinds
     out = []
     for _ in range(n):
         kind = r.choice(kinds)
@@ -878,7 +881,7 @@ def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Call
             amount = r.getrandbits(8)
         elif kind in ("row_shl", "row_shr", "row_ror"):
             amount = r.randrange(1, 16)
-        elif kind in ("row_share", "row_xmask"):
+        elif kind in ("row_share", "row_xmask", "row_newbcast"):
             amount = r.randrange(16)
         elif kind == "dpp8":
             amount = r.getrandbits(24)
@@ -902,10 +905,12 @@ def dpp_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Call
             mods_ok = fmods and is_f and (kind != "dpp8" or vop3)  # the DPP8 dword has no neg/abs bits
             neg = bool(mods_ok and r.random() < 0.35)
             ab = bool(mods_ok and r.random() < 0.25)
-            as_float = {16: "f16", 32: "f32"}[WIDTH[k]]
+            as_float = {16: "f16", 32: "f32", 64: "f64"}[WIDTH[k]]
             case_srcs.append(Src(k if _fmt_of(k) is not None or not (neg or ab) else as_float, neg=neg, abs=ab))
             texts.append(operand_text(arch, k, SRC_VGPRS[i], neg, ab))
-        parts = [f"v{DST_VGPR}"] + ([mask_operand(arch, "vcc")] if sdst == "mask" else [])
+        if acc:  # an accumulator in the destination (v_fmac)
+            case_srcs.append(Src(dst, where="dst"))
+        parts = [operand_text(arch, dst, DST_VGPR)] + ([mask_operand(arch, "vcc")] if sdst == "mask" else [])
         if dst == "bit":  # VOPC: the compare bits go to VCC (e32) or an SGPR (VOP3)
             parts = [mask_operand(arch, "sgpr_out" if vop3 else "vcc")]
             sdst = "sgpr" if vop3 else "vcc"

@@ -2,7 +2,7 @@
 time: src0 is read from the lane the DPP control names (tests/isa_harness.dpp_source_lane, from the GFX9 / RDNA3
 guides' DPP_CTRL list), then the operation runs as without DPP (references: tests/isa_reference.py). Every control of
 each architecture is drawn (quad_perm, row_shl/shr/ror, row_mirror, row_half_mirror; gfx942 wave_shl/shr/rol/ror and
-row_bcast:15/31; gfx1100 row_share/row_xmask), with random ROW_MASK / BANK_MASK (lanes outside are not written),
+row_bcast:15/31, row_newbcast (also the one control of 64-bit DPP); gfx1100 row_share/row_xmask), with random ROW_MASK / BANK_MASK (lanes outside are not written),
 BOUND_CTRL (a missing or inactive source lane reads 0; without it the lane is not written), gfx1100 FI, DPP8
 and VOP3 DPP (with clamp/omod), neg/abs on float sources, and a tenth of the lanes inactive. LLVM emits DPP for wave reductions and scans (the atomic optimizer,
 llvm.amdgcn.update.dpp), carry-out adds included for 64-bit ones."""
@@ -59,6 +59,11 @@ for arch in ("gfx942", "gfx1100"):
     else:
         D("float", "v_add_f16", ("f16", "f16"), "f16", ref.add(F16), "V_ADD_F16: D0 = S0 + S1", zero_hi=True)
         D("int", "v_add_u16", ("u16", "u16"), "u16", ref.add_nc(16, False), "V_ADD_U16: D0 = S0 + S1", zero_hi=True)
+        # 64-bit DPP (DP ALU DPP, gfx90a+): row_newbcast only
+        D("wide", "v_mov_b64", ("b64",), "b64", lambda x: x, "V_MOV_B64: D0 = S0", fmods=False,
+          controls=("row_newbcast",))
+        D("wide", "v_fmac_f64", ("f64", "f64"), "f64", ref.fma(ref.F64), "V_FMAC_F64: D0 = fma(S0, S1, D0)",
+          controls=("row_newbcast",), acc=True)
         for nm, fn, n_in in (("v_add_co_u32", ref.add_co, 2), ("v_sub_co_u32", ref.sub_co, 2),
                              ("v_subrev_co_u32", ref.subrev_co, 2), ("v_addc_co_u32", ref.addc_co, 3),
                              ("v_subb_co_u32", ref.subb_co, 3), ("v_subbrev_co_u32", ref.subrevb_co, 3)):
@@ -115,6 +120,11 @@ def test_gfx11_vop3_dpp_forms_apply_the_vop3_modifiers_to_the_moved_source(case)
 
 @_cases("cmp")
 def test_gfx11_compares_under_dpp_set_the_lane_mask(case):
+    verify(case)
+
+
+@_cases("wide")
+def test_gfx942_64_bit_dpp_moves_whole_register_pairs(case):
     verify(case)
 
 

@@ -71,6 +71,8 @@ def _ctrl16(ctrl: int, lanes: int, gfx9: bool) -> tuple[np.ndarray, np.ndarray]:
             return row - 1, (lane >> 4) > 0
         if ctrl == 0x143:  # row_bcast:31: rows 2 and 3 read lane 31
             return np.full(lanes, 31), (lane >> 4) >= 2
+        if 0x150 <= ctrl <= 0x15F:  # row_newbcast:n (gfx90a+; the only control of 64-bit DPP): lane n of the row
+            return row | (ctrl & 0xF), np.ones(lanes, bool)
     else:
         if 0x150 <= ctrl <= 0x15F:  # row_share: every lane reads lane n of its row
             return row | (ctrl & 0xF), np.ones(lanes, bool)
