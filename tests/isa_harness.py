@@ -687,8 +687,8 @@ def sdwa_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Cal
     """`n` SDWA forms (name_sdwa) of one VOP1/VOP2 opcode with random selects: SRCn_SEL and (integer and bit
     sources, `sext_ok`) SEXT per source, neg/abs on float sources (`fmods`), sometimes one source in an SGPR
     (GFX9 SDWA S0/S1), DST_SEL and DST_UNUSED, clamp and omod (`out_mods`). A "bit" source is VCC; `sdst` "mask"
-    adds VCC as a carry-out destination (VOP2 SDWA has no SDST). A "bit" result (VOPC) goes to VCC or an SGPR pair.
-    (v_cmpx is not generated: GFX9 v_cmpx writes EXEC and its SDST.)"""
+    adds VCC as a carry-out destination (VOP2 SDWA has no SDST). A "bit" result (VOPC) goes to VCC or an SGPR pair
+    (v_cmpx: and to EXEC, which is what its cases check)."""
     r = rng(arch, name, "sdwa", seed)
     if fmods is None:
         fmods = any(_fmt_of(k) is not None for k in srcs)
@@ -722,7 +722,9 @@ def sdwa_variants(arch: str, name: str, srcs: tuple[str, ...], dst: str, fn: Cal
             mask_dst = r.choice(["vcc", "sgpr"])
             line = (f"{name}_sdwa {mask_operand(arch, 'vcc' if mask_dst == 'vcc' else 'sgpr_out')}, "
                     f"{', '.join(texts)} " + " ".join(sels))
-            out.append(SdwaCase(arch, line, fn, case_srcs, dst, sdst=mask_dst, doc=doc))
+            # v_cmpx: the bits go to EXEC as well (GFX9 writes both); EXEC is what the case checks
+            out.append(SdwaCase(arch, line, fn, case_srcs, dst, sdst="exec" if "_cmpx_" in name else mask_dst,
+                                doc=doc))
             continue
         clamp = bool(out_mods and r.random() < 0.35)
         omod = r.choice([0, 0, 1, 2, 3]) if (out_mods and _fmt_of(dst) is not None) else 0

@@ -143,6 +143,9 @@ for bits in (32, 16):
             S("vopc", f"v_cmp_{pred}_{k}", (k, k), "bit", _int_cmp(pred, bits, signed),
               f"V_CMP_{pred.upper()}_{k.upper()}")
 S("vopc", "v_cmp_class_f32", ("f32", "u32"), "bit", ref.cmp_class(F32), "V_CMP_CLASS_F32", sext_ok=False)
+S("vopc", "v_cmpx_lt_f32", ("f32", "f32"), "bit", _float_cmp("lt", F32), "V_CMPX_LT_F32: EXEC = VCC = S0 < S1")
+S("vopc", "v_cmpx_ne_u16", ("u16", "u16"), "bit", _int_cmp("ne", 16, False), "V_CMPX_NE_U16: EXEC = VCC = S0 != S1")
+S("vopc", "v_cmpx_class_f16", ("f16", "u16"), "bit", ref.cmp_class(F16), "V_CMPX_CLASS_F16", sext_ok=False)
 
 
 def _assemble_groups() -> None:
