@@ -283,3 +283,20 @@ def test_min_with_sdwa_follows_the_ieee_mode_bit():
     v = {10: 0x7F800001, 12: 0x3F800000}  # min(sNaN, 1.0)
     assert _run_sdwa(line, v, ieee=True) & 0x7FC00000 == 0x7FC00000  # IEEE: the sNaN quieted
     assert _run_sdwa(line, v, ieee=False) == 0x3F800000
+
+
+def test_modifier_bits_without_a_meaning_are_refused_not_ignored():
+    """neg on an integer SDWA source and SEXT on a float one (hand-encoded: LLVM's assembler takes neither) are a
+    clean "not implemented" naming the instruction."""
+    from hcqsim.shader.compile import compile_instr
+    from hcqsim.shader.decoder import decode
+    from hcqsim.shader.operands import Context, ShaderUnsupported
+    if no_assembler_reason(ARCH):
+        pytest.skip(no_assembler_reason(ARCH))
+    for line, bit, why in (("v_add_u32_sdwa v2, v10, v12" + SDWA_DWORD, 20, "neg/abs modifier on integer source 0"),
+                           ("v_add_f32_sdwa v2, v10, v12" + SDWA_DWORD, 19, "SEXT on float source 0")):
+        code = bytearray(isa_harness.encoding(ARCH, line))
+        word = int.from_bytes(code[4:8], "little") | 1 << bit
+        code[4:8] = word.to_bytes(4, "little")
+        with pytest.raises(ShaderUnsupported, match=why):
+            compile_instr(decode(bytes(code), 0, ARCH), Context(64, isa_harness.VGPRS, None, "test", ARCH))

@@ -200,7 +200,7 @@ def _result_writer(instr: Instr, ctx: Context, name: str, out_t: str):
 def _sdwa_readers(instr: Instr, ctx: Context, in_ts) -> list:
     """Readers of an SDWA instruction's sources: each a byte/word/dword select of a 32-bit register (VGPR, or
     SGPR/constant with S0/S1), zero- or (SEXT) sign-extended, read as the operation's type, then neg/abs on
-    float types. neg/abs bits on an integer source have no meaning and are refused."""
+    float types. neg/abs bits on an integer source and SEXT on a float one have no meaning and are refused."""
     f, name = instr.fields, instr.mnemonic
     codes = [fg9.src0_code(f)] + ([fg9.src1_code(f)] if instr.family in ("VOP2", "VOPC") else [])
     if name in ("v_fmac_f32", "v_mac_f32"):
@@ -212,6 +212,8 @@ def _sdwa_readers(instr: Instr, ctx: Context, in_ts) -> list:
     for i, (code, typ) in enumerate(zip(codes, in_ts)):
         raw = vsrc(ctx, instr, code, "b32")
         sel, sext = f.get(f"src{i}_sel", 6), bool(f.get(f"src{i}_sext", 0))
+        if sext and typ[0] == "f":  # LLVM's assembler refuses sext() on float operands; no guide defines it
+            raise ctx.unsupported(instr, f"SDWA SEXT on float source {i} ({typ})")
         readers.append(source_modifiers(lambda W, w, r=raw, s=sel, x=sext, t=typ: _as_type(sdwa.select(r(W, w), s, x), t),
                                         typ, bool(abs_bits >> i & 1), bool(neg_bits >> i & 1)))
     return readers
