@@ -39,3 +39,27 @@ def test_a_wait_the_host_ends_in_time_is_no_deadlock():
     done = run_client(3.0, "time.sleep(1); sig.value = 1; dev.synchronize()")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "finished" and "deadlock" not in done.stderr
+
+
+def test_a_new_host_removes_the_sysfs_copies_of_processes_that_are_gone(tmp_path, monkeypatch):
+    import os
+    import tempfile
+
+    from hcqsim.kfd import EmulatedSystem
+    from hcqsim.native.build import interposer_path
+    from hcqsim.native.host import SYSFS_PREFIX, NativeHost
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / f"{SYSFS_PREFIX}{2 ** 22 + 12345}-abc"  # above pid_max's default: no such process
+    alive = tmp_path / f"{SYSFS_PREFIX}{os.getpid()}-abc"
+    other = tmp_path / "unrelated"
+    for d in (dead, alive, other):
+        (d / "sys").mkdir(parents=True)
+    with EmulatedSystem() as system:
+        host = NativeHost(system, interposer_path())
+        try:
+            assert not dead.exists() and alive.exists() and other.exists()
+            assert (tmp_path / os.path.basename(host.sysfs_root) / "sys/module/amdgpu/initstate").read_text() == "live\n"
+        finally:
+            host.close()
+    assert not os.path.exists(host.sysfs_root)

@@ -39,6 +39,21 @@ DEADLOCK_EXIT = 3  # the process's exit status when the deadlock watchdog ends i
 MUNMAP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64)
 
 
+SYSFS_PREFIX = "hcqsim-sysfs-"  # + pid: an embedded host never runs Python's exit handlers, so the next host removes
+#                                 the copies of processes that are gone
+
+
+def _remove_stale_sysfs_copies() -> None:
+    import shutil
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        if not name.startswith(SYSFS_PREFIX):
+            continue
+        pid = name[len(SYSFS_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
 class HostStruct(ctypes.Structure):
     """struct hcq_host of interposer.c."""
 
@@ -65,7 +80,8 @@ class NativeHost:
         self.failures: list[str] = []
         self.calls: Counter = Counter()
         self._lock = threading.Lock()
-        self.sysfs_root = tempfile.mkdtemp(prefix="hcqsim-sysfs-")
+        _remove_stale_sysfs_copies()
+        self.sysfs_root = tempfile.mkdtemp(prefix=f"{SYSFS_PREFIX}{os.getpid()}-")
         rewrites = sysfs.export(system, self.sysfs_root)
         self._callbacks = (OPEN(self._open), CLOSE(self._close), IOCTL(self._ioctl), MMAP(self._mmap),
                            MUNMAP(self._munmap))
