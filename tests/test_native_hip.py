@@ -11,6 +11,7 @@ About 6-10 s per run; the stack (70 MB of packages) is fetched once and cached.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,10 +43,11 @@ def code_object(tmp_path, target: str) -> Path:
     return path
 
 
-def run_hip(tmp_path, program, target: str, gpus: int = 1, *mode: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+def run_hip(tmp_path, program, target: str, gpus: int = 1, *mode: str,
+            options: tuple = ()) -> tuple[subprocess.CompletedProcess, list[str]]:
     log = tmp_path / "calls.log"
     cmd = [sys.executable, "-m", "hcqsim", "run", "--stack", "debian13-hip", "--target", target, "--gpus", str(gpus),
-           "--log", str(log), "--", str(program), str(code_object(tmp_path, target)), *mode]
+           "--log", str(log), *options, "--", str(program), str(code_object(tmp_path, target)), *mode]
     env = {key: value for key, value in os.environ.items() if key != "HSA_ENABLE_SDMA"}  # SDMA on, ROCr's default
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     return done, log.read_text().splitlines() if log.exists() else []
@@ -79,6 +81,17 @@ def test_a_kernel_that_faults_is_reported_by_rocr_as_a_gpu_memory_access_fault(p
     assert "launching a faulting kernel" in done.stdout and "FAIL fault" not in done.stdout
     assert "Memory access fault by GPU node-1" in done.stderr
     assert "on address 0x1000. Reason: Page not present" in done.stderr
+
+
+def test_an_infinite_wait_inside_hip_is_a_diagnosed_deadlock(program, tmp_path):
+    # hipStreamWaitValue32 on host memory nobody writes: HIP 5.7 runs a kernel that polls it (and a barrier
+    # behind it); the watchdog ends the program with what waits on what, instead of a silent hang
+    done, _ = run_hip(tmp_path, program, "gfx942", 1, "hang", options=("--deadlock-timeout", "3"))
+    assert done.returncode == 3, done.stdout + done.stderr[-3000:]  # host.DEADLOCK_EXIT
+    assert "waiting forever" in done.stdout and "FAIL" not in done.stdout
+    assert "hcqsim native: deadlock:" in done.stderr and "nothing changed for 3 s" in done.stderr
+    assert re.search(r"spins\n\s+polling 0x[0-9a-f]+ \(value now 0x0\)", done.stderr), done.stderr[-3000:]
+    assert "BARRIER_AND" in done.stderr and "emulated system (1 x gfx942, free-running)" in done.stderr
 
 
 def test_code_objects_for_rocm_loaders_are_v5_shared_objects(tmp_path):

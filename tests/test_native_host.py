@@ -31,7 +31,7 @@ def test_a_queue_blocked_forever_ends_the_program_with_the_machine_described():
     done = run_client(1.0, "time.sleep(60)")
     assert done.returncode == DEADLOCK_EXIT, done.stdout + done.stderr
     assert "finished" not in done.stdout
-    assert "deadlock: 1 queue(s) blocked and nothing changed for 1 s" in done.stderr
+    assert "deadlock: 1 queue(s) or wave(s) waiting and nothing changed for 1 s" in done.stderr
     assert "WAIT_REG_MEM" in done.stderr and "awaited='(value & 0xffffffff) >= 0x1'" in done.stderr
 
 

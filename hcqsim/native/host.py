@@ -15,6 +15,7 @@ import atexit
 import ctypes
 import errno
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -34,6 +35,7 @@ CLOSE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)
 IOCTL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
 MMAP = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                         ctypes.c_int64)
+_SPIN_PC = re.compile(r"spins at PC \+0x[0-9a-f]+: [^\n]*")
 DEADLOCK_EXIT = 3  # the process's exit status when the deadlock watchdog ends it
 
 MUNMAP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64)
@@ -100,20 +102,30 @@ class NativeHost:
         if deadlock_timeout:
             threading.Thread(target=self._watch_deadlock, name="hcqsim-native-deadlock", daemon=True).start()
 
+    def _quiet_state(self) -> list[str] | None:
+        """What the machine waits on when every GPU is quiet or only spins (blocked queues, spinning waves)."""
+        with self.system.lock:
+            driver = self.system.driver
+            driver.queues.poll_doorbells()
+            if not driver.settled():
+                return None
+            # a spinning wave's PC moves around its loop: what it polls, and the value there, identify the wait
+            return [str(b) for b in driver.blocked()] + [_SPIN_PC.sub("spins", str(w)) for w in driver.spinning()] or None
+
     def _watch_deadlock(self) -> None:
         """A queue blocked on memory with the machine otherwise quiet, unchanged for `deadlock_timeout` seconds:
         the program waits for something nothing will do. Report the machine (describe()) and end the process
         with DEADLOCK_EXIT instead of hanging silently."""
         since, last = None, None
         while not self._closed.wait(0.5):
-            blocked = self.system.stuck()
-            state = [str(b) for b in blocked] if blocked else None
+            state = self._quiet_state()
             if state is None or state != last:
                 since, last = (time.monotonic() if state else None), state
                 continue
             if time.monotonic() - since >= self.deadlock_timeout:
-                text = (f"hcqsim native: deadlock: {len(state)} queue(s) blocked and nothing changed for "
-                        f"{self.deadlock_timeout:g} s; the machine:\n{self.system.describe()}")
+                text = (f"hcqsim native: deadlock: {len(state)} queue(s) or wave(s) waiting and nothing changed for "
+                        f"{self.deadlock_timeout:g} s:\n" + "\n".join(f"  {x.strip()}" for x in state) +
+                        f"\nthe machine:\n{self.system.describe()}")
                 for out in {sys.stderr, self.log} - {None}:
                     print(text, file=out, flush=True)
                 os._exit(DEADLOCK_EXIT)
