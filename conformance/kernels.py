@@ -111,6 +111,24 @@ done:
 }}
 """
 
+ATOMIC_ADD_EACH = f"""{_DECLS}
+define amdgpu_kernel void @atomic_add_each(ptr addrspace(1) %x, ptr addrspace(1) %out, i32 %n) {{
+entry:
+  %hid = call ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
+{_gid("x", 0)}
+  %in = icmp ult i32 %gx, %n
+  br i1 %in, label %body, label %done
+body:
+  %px = getelementptr i32, ptr addrspace(1) %x, i32 %gx
+  %old = atomicrmw add ptr addrspace(1) %px, i32 %gx syncscope("agent") monotonic, align 4
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %gx
+  store i32 %old, ptr addrspace(1) %po
+  br label %done
+done:
+  ret void
+}}
+"""
+
 # name -> (LLVM IR module, the sentence conformance/reference.py implements)
 KERNELS: dict[str, tuple[str, str]] = {
     "geometry": (GEOMETRY, "geometry(dst, nx, ny, nz): for every global id (x, y, z) inside nx*ny*nz, "
@@ -120,6 +138,8 @@ KERNELS: dict[str, tuple[str, str]] = {
                                          "word: dst[i] = 7*(i - 64) when i % 128 >= 64, else 7*i"),
     "atomic_count": (ATOMIC_COUNT, "atomic_count(counter, out, n): work-item i < n atomically adds 1 to counter[0] "
                                    "and stores the value it returned (the pre-op value) in out[i]"),
+    "atomic_add_each": (ATOMIC_ADD_EACH, "atomic_add_each(x, out, n): work-item i < n atomically adds i to x[i] and "
+                                         "stores the value it returned (the pre-op value) in out[i]"),
 }
 
 

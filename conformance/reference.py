@@ -130,11 +130,18 @@ def _atomic_count(p, args, size):
     counter[0] = (start + m) & U32
 
 
+def _atomic_add_each(p, args, size):
+    m = min(args[2], size)
+    x = _words(*p(0), m)
+    _words(*p(1), m)[:] = x  # the pre-op values
+    x[:] = (x.astype(np.uint64) + np.arange(m, dtype=np.uint64)) & U32
+
+
 KERNELS = {"iota": _iota, "add": _add, "scale": _scale, "inc": _inc, "reverse": _reverse, "geometry": _geometry,
-           "barrier_handoff": _barrier_handoff, "atomic_count": _atomic_count}
+           "barrier_handoff": _barrier_handoff, "atomic_count": _atomic_count, "atomic_add_each": _atomic_add_each}
 # which pointer arguments each kernel writes (a write into a read-only buffer is a fault)
 KERNEL_WRITES = {"iota": [0], "add": [2], "scale": [1], "inc": [0], "reverse": [1], "geometry": [0],
-                 "barrier_handoff": [0], "atomic_count": [0, 1]}
+                 "barrier_handoff": [0], "atomic_count": [0, 1], "atomic_add_each": [0, 1]}
 
 
 def _dims(size) -> tuple:

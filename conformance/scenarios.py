@@ -545,6 +545,11 @@ SCENARIOS += [
                ["signal", "compute0", "s", 1], ["submit", "compute0"], ["host_wait", "s", 1]],
               buffers={"counter": {"size": 64, "init": 0}, "out": {"size": 1200, "init": 0, "record": "sorted"}},
               signals={"s": 0}),
+    _scenario("kernel_atomics_return_pre_op_values", "atomic_add_each: 200 work-items each add their id to their "
+              "own word of a pattern buffer; each gets the word's old value back",
+              [["kernel", "compute0", "atomic_add_each", ["x", "old", 200], 256, 64],
+               ["signal", "compute0", "s", 1], ["submit", "compute0"], ["host_wait", "s", 1]],
+              buffers={"x": 1024, "old": {"size": 1024, "init": 0}}, signals={"s": 0}),
     # -- page permissions: a write into a read-only page is a fault naming that page ---------------------------
     _fault("fault_sdma_fill_readonly", "an SDMA fill into a read-only buffer's third page faults (ReadOnly, that "
            "page); nothing lands and the queue stops before its signal",
