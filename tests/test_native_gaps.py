@@ -192,3 +192,30 @@ def test_sdma_poll_regmem_on_a_register_with_function_always_passes_at_once(targ
         assert len(gpu.faults) == 1 and "POLL_REGMEM on register" in str(gpu.faults[0])
     finally:
         gpu.close()
+
+
+# -- CREATE_QUEUE's buffer-size rules of older kernels -----------------------------------------------------
+
+
+def thunk_5x(node_sizes):
+    """What a 5.x thunk asks for: its own control-stack and save-area sizes (smaller than the node's)."""
+    def sizes(client):
+        ctl, cwsr, cwsr_bo = node_sizes(client)
+        return ctl // 2, cwsr - 0x10000, cwsr_bo
+    return sizes
+
+
+def test_create_queue_refuses_a_5x_thunks_cwsr_sizes_by_default_and_accepts_them_as_kernel_6_11(monkeypatch):
+    from kfd_client import GTT, Client, pm4_release_mem
+    monkeypatch.setattr(Client, "_cwsr_sizes", thunk_5x(Client._cwsr_sizes))
+    with EmulatedSystem(target="gfx1100", vram_size=1 << 30) as system:
+        client = Client(system.os)
+        e = raises(errno.EINVAL, client.compute_queue)
+        assert "ctl_stack_size" in str(e)
+    with EmulatedSystem(target="gfx1100", vram_size=1 << 30, kernel_version=(6, 11), free_running=True) as system:
+        client = Client(system.os)
+        q = client.compute_queue()
+        out = client.alloc(4096, GTT)
+        q.submit(pm4_release_mem(out.va, 7))
+        client.wait(out.va, 7)
+        assert out.u32(0).value == 7  # the queue runs

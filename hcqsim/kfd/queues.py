@@ -128,6 +128,8 @@ class ProcessQueues:
         if args.queue_type not in _CP_TYPES:  # AQL is KFD_QUEUE_TYPE_COMPUTE with format AQL in the kernel
             return bufs
         sizes = dev.sizes
+        if self.driver.system.kernel_version < (6, 12):
+            return bufs + self._queue_buffers_before_6_12(dev, args, name)
         if args.eop_buffer_address:
             if args.eop_buffer_size != sizes.eop_buffer_size:
                 raise OSError(errno.EINVAL, f"{name}: eop_buffer_size {args.eop_buffer_size:#x} is not the node's "
@@ -142,6 +144,17 @@ class ProcessQueues:
         bufs.append(self._buffer(dev, args.ctx_save_restore_address,
                                  sizes.cwsr_bo_size(args.ctx_save_restore_size), "CWSR area", name))
         return bufs
+
+    def _queue_buffers_before_6_12(self, dev: "ProcessDevice", args, name: str) -> list[BufferObject]:
+        """Kernels before 6.12 did not check the EOP, control-stack or CWSR sizes against the node: thunks 5.x
+        compute their own (5.4 on gfx1100: a smaller save area; 5.2: a larger control stack, one-XCC CWSR BO).
+        The buffers still hold queue references where they start a GPU mapping."""
+        found = []
+        for addr in (args.eop_buffer_address, args.ctx_save_restore_address):
+            _, bo = self.driver.memory.mapped_bo(dev, addr) if addr else (None, None)
+            if bo is not None and bo not in found:
+                found.append(bo)
+        return found
 
     # -- create / destroy / update -----------------------------------------------------------------
 

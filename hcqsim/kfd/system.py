@@ -17,6 +17,9 @@ from .queues import queue_sizes
 from .topology import NODE_FACTS, Sysfs, build_topology, gpu_node_properties, make_gpu_ids
 
 
+KERNEL_VERSION = (6, 12)  # kfd_queue_acquire_buffers' queue-buffer checks first appear in 6.12
+
+
 class EmulatedSystem:
     """N emulated GPUs behind one emulated KFD, sharing one VA window (so a peer mapping is the same host
     range at the same VA on every GPU). `.os` is the runtime's boundary.
@@ -32,9 +35,13 @@ class EmulatedSystem:
     (on the same lock) is notified whenever an event fires or work may have arrived."""
 
     def __init__(self, num_gpus: int = 1, target: str = "gfx1100", seed: int = 0, policy="run_to_block",
-                 vram_size: int = 16 << 30, free_running: bool = False, idle_policy: IdlePolicy = IdlePolicy()):
+                 vram_size: int = 16 << 30, free_running: bool = False, idle_policy: IdlePolicy = IdlePolicy(),
+                 kernel_version: tuple[int, int] = KERNEL_VERSION):
         if num_gpus < 1:
             raise ValueError("an emulated system needs at least one GPU")
+        # the amdkfd whose rules CREATE_QUEUE follows: the current exact ones by default; (6, 11) or older accepts
+        # the EOP / control-stack / CWSR sizes older thunks compute themselves (queues.py)
+        self.kernel_version = tuple(kernel_version)
         self.target = get_target(target)
         if self.target.name not in NODE_FACTS:
             raise ValueError(f"no sysfs node facts for {self.target.name}")

@@ -20,6 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stack", default="debian13", choices=sorted(STACKS), help="the pinned ROCm userspace")
     p.add_argument("--log", metavar="FILE", help="append every device call that failed (with its errno) to FILE")
     p.add_argument("--trace", action="store_true", help="log every device call, not only failures")
+    p.add_argument("--kernel-version", default="6.12", metavar="MAJOR.MINOR",
+                   help="the amdkfd whose CREATE_QUEUE rules to follow (6.11 or older: the CWSR sizes 5.x thunks use)")
     p.add_argument("--deadlock-timeout", type=float, default=60, metavar="S",
                    help="a queue blocked with nothing changing for S seconds ends the program with the machine's "
                         "description and exit status 3 (0: never)")
@@ -33,6 +35,14 @@ def run(args: argparse.Namespace) -> int:
     if args.gpus < 1:
         print("hcqsim run: --gpus must be at least 1", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        kernel = tuple(int(x) for x in args.kernel_version.split("."))
+        if len(kernel) != 2:
+            raise ValueError
+    except ValueError:
+        print(f"hcqsim run: --kernel-version must be MAJOR.MINOR, not {args.kernel_version!r}", file=sys.stderr)
+        return EXIT_USAGE
+    os.environ["HCQSIM_NATIVE_KERNEL_VERSION"] = f"{kernel[0]}.{kernel[1]}"
     try:
         cmd, env = prepare(argv, args.target, args.gpus, args.stack, args.log, args.trace, args.deadlock_timeout)
     except (StackUnavailable, LaunchError, BuildError) as e:

@@ -240,8 +240,10 @@ def start_embedded() -> NativeHost:
     from ..kfd import EmulatedSystem
 
     env = os.environ
+    kernel = tuple(int(x) for x in env.get("HCQSIM_NATIVE_KERNEL_VERSION", "6.12").split("."))
     system = EmulatedSystem(num_gpus=int(env.get("HCQSIM_NATIVE_GPUS", "1")),
-                            target=env.get("HCQSIM_NATIVE_TARGET", "gfx1100"), free_running=True)
+                            target=env.get("HCQSIM_NATIVE_TARGET", "gfx1100"), free_running=True,
+                            kernel_version=kernel)
     return activate(NativeHost(system, env.get("HCQSIM_NATIVE_LIB"), log=log_from_env(),
                                trace=env.get("HCQSIM_NATIVE_TRACE") == "1",
                                deadlock_timeout=float(env.get("HCQSIM_NATIVE_DEADLOCK_TIMEOUT", "0"))))

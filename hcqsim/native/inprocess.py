@@ -47,7 +47,8 @@ def start(system: "EmulatedSystem | None" = None, target: str | None = None,
             from ..kfd import EmulatedSystem
             system = EmulatedSystem(num_gpus=gpus or int(os.environ.get("HCQSIM_NATIVE_GPUS", "1")),
                                     target=target or os.environ.get("HCQSIM_NATIVE_TARGET", "gfx1100"),
-                                    free_running=True)
+                                    free_running=True, kernel_version=tuple(int(x) for x in os.environ.get(
+                                        "HCQSIM_NATIVE_KERNEL_VERSION", "6.12").split(".")))
         active = host_module.activate(host_module.NativeHost(system, log=host_module.log_from_env()))
     elif system is not None and system is not active.system:
         raise ValueError("this process's device calls already go to another EmulatedSystem")
