@@ -179,10 +179,22 @@ def _download(stack: Stack, debs: Path) -> None:
 
 
 def fetch(name: str = "debian13") -> Unpacked:
-    """The stack `name`, downloaded, checked and unpacked (once; later calls reuse the cache)."""
+    """The stack `name`, downloaded, checked and unpacked (once; later calls reuse the cache). Concurrent
+    fetches (pytest -n workers) serialise on a lock file: one downloads and unpacks, the others then reuse it."""
+    import fcntl
     stack = STACKS.get(name)
     if stack is None:
         raise StackUnavailable(f"no stack {name!r} (known: {', '.join(STACKS)})")
+    if (stack_dir(stack) / "complete").exists():
+        return Unpacked(stack, stack_dir(stack) / "root")
+    lock_path = cache_dir() / "rocm" / ".lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _fetch_locked(stack)
+
+
+def _fetch_locked(stack: Stack) -> Unpacked:
     top = stack_dir(stack)
     root = top / "root"
     if (top / "complete").exists():
