@@ -1,0 +1,523 @@
+"""Ordering of asynchronous dispatch, checked against HARDWARE_FACTS alone (sections 3.3, 4.6, 6.2, 6.3).
+
+Written from the facts and the public API only, without reading the engines. Each rule gets two kinds of test:
+
+* what hardware is ALLOWED to do must happen under at least one explored schedule (a WRITE_DATA after a
+  dispatch lands before the kernel's stores; two dispatches without CS_PARTIAL_FLUSH overlap; an AQL packet
+  without the barrier bit starts while an earlier dispatch runs). Failure mode: "never observed".
+* what hardware GUARANTEES must hold under every explored schedule (an end-of-pipe RELEASE_MEM writes after
+  every earlier dispatch's stores; CS_PARTIAL_FLUSH and the AQL barrier bit wait; the AQL completion signal
+  drops once, after the last wave; the CP does not stall on a dispatch, a RELEASE_MEM or an ACQUIRE_MEM;
+  the same seed gives the same trace).
+
+Observers are in the GPU, not the host: a second queue (or a later packet) waits on the signal with
+WAIT_REG_MEM and snapshots the kernel's output with one CP DMA_DATA, so what "visible when the signal was seen"
+means does not depend on when the host happens to look. Waits are proved with a kernel that spins on a flag
+a *later* packet writes: if that packet is held back by the rule, the machine livelocks (DeadlockError) and
+the host releases the kernel with a different value, so the value the kernel stored says who released it.
+
+Schedules: `Explorer`, an ExplicitChoices policy driven by a seeded RNG that picks the activity, its budget,
+the workgroup launch order and the issuing PC; plus the built-in seeded `random` policy; plus the in-order
+default. Both targets, PM4 and AQL queues.
+"""
+from __future__ import annotations
+
+import random
+import struct
+
+import numpy as np
+import pytest
+
+from hcqsim import aql, kernels, pm4
+from hcqsim.compiler import compile_llvm
+from hcqsim.errors import DeadlockError
+from hcqsim.gpu import ExplicitChoices
+from hcqsim.runtime import open_device
+from hcqsim.runtime.aql_ring import AqlDispatch
+
+TARGETS = ["gfx1100", "gfx942"]
+CONFIGS = [(t, q) for t in TARGETS for q in ("pm4", "aql")]
+IDS = [f"{t}-{q}" for t, q in CONFIGS]
+N = 256  # iota over four workgroups of 64 work-items
+SCHEDULES = range(1, 13)  # explored schedules for data races (seeds of Explorer); 0 = the in-order default
+SPIN_SCHEDULES = range(1, 6)  # fewer for the spin tests: a livelock costs a detection each
+
+# work-item 0 of every workgroup polls *flag until it is non-zero, then stores what it saw to out[0]
+SPIN_IR = """
+declare i32 @llvm.amdgcn.workitem.id.x()
+define amdgpu_kernel void @spin(ptr addrspace(1) %flag, ptr addrspace(1) %out) {
+entry:
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %first = icmp eq i32 %t, 0
+  br i1 %first, label %loop, label %exit
+loop:
+  %v = load volatile i32, ptr addrspace(1) %flag, align 4
+  %z = icmp eq i32 %v, 0
+  br i1 %z, label %loop, label %done
+done:
+  store volatile i32 %v, ptr addrspace(1) %out, align 4
+  br label %exit
+exit:
+  ret void
+}
+"""
+# the same poll, at most %tries times; it stores what it saw last (0: it gave up). Cheap proof that something
+# did NOT run while the kernel was in flight (an endless spinner costs a livelock detection per run)
+BOUNDED_SPIN_IR = """
+declare i32 @llvm.amdgcn.workitem.id.x()
+define amdgpu_kernel void @bounded_spin(ptr addrspace(1) %flag, ptr addrspace(1) %out, i32 %tries) {
+entry:
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %first = icmp eq i32 %t, 0
+  br i1 %first, label %loop, label %exit
+loop:
+  %i = phi i32 [ 0, %entry ], [ %i1, %loop ]
+  %v = load volatile i32, ptr addrspace(1) %flag, align 4
+  %i1 = add i32 %i, 1
+  %z = icmp eq i32 %v, 0
+  %more = icmp ult i32 %i1, %tries
+  %again = and i1 %z, %more
+  br i1 %again, label %loop, label %done
+done:
+  store volatile i32 %v, ptr addrspace(1) %out, align 4
+  br label %exit
+exit:
+  ret void
+}
+"""
+# work-item 0 stores `v` to *flag: a kernel that releases the spinner
+STORE_IR = """
+declare i32 @llvm.amdgcn.workitem.id.x()
+define amdgpu_kernel void @store(ptr addrspace(1) %flag, i32 %v) {
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %first = icmp eq i32 %t, 0
+  br i1 %first, label %st, label %exit
+st:
+  store volatile i32 %v, ptr addrspace(1) %flag, align 4
+  br label %exit
+exit:
+  ret void
+}
+"""
+
+HOST_RELEASE = 1  # the value the host stores to release a livelocked spinner
+PACKET_RELEASE = 2  # the value a later packet (or kernel) stores
+
+
+class Explorer(ExplicitChoices):
+    """A replayable schedule: seed s picks every scheduler decision from random.Random(s); seed 0 (or outside
+    a schedule) is the first-ready, run-until-blocked order."""
+
+    name = "explorer"
+
+    def __init__(self):
+        super().__init__(self._pick, waves=self._waves, workgroups=self._workgroups)
+        self.rng: random.Random | None = None
+
+    def schedule(self, seed: int) -> "Explorer":
+        self.rng = random.Random(seed) if seed else None
+        return self
+
+    def _pick(self, n: int) -> tuple[int, int]:
+        if self.rng is None:
+            return 0, 1 << 62
+        return self.rng.randrange(n), self.rng.choice([1, 1, 2, 3, 5, 8, 24, 64, 500])
+
+    def _waves(self, n: int) -> int:
+        return self.rng.randrange(n) if self.rng else 0
+
+    def _workgroups(self, n: int):
+        if self.rng is None:
+            return None
+        order = list(range(n))
+        self.rng.shuffle(order)
+        return order
+
+
+class Rig:
+    """One device (one target, PM4 or AQL compute queues) with the kernels and buffers the tests use."""
+
+    def __init__(self, target: str, kind: str, policy="run_to_block", seed: int = 0):
+        self.dev = open_device("sim", target=target, aql=(kind == "aql"), policy=policy, seed=seed)
+        self.target, self.kind, self.family = target, kind, self.dev.family
+        self.iota = self.dev.load_program(kernels.code_object("iota", target), "iota")
+        self.scale = self.dev.load_program(kernels.code_object("scale", target), "scale")
+        self.spin = self.dev.load_program(compile_llvm(SPIN_IR, target), "spin")
+        self.store = self.dev.load_program(compile_llvm(STORE_IR, target), "store")
+        self.bounded_spin = self.dev.load_program(compile_llvm(BOUNDED_SPIN_IR, target), "bounded_spin")
+        self.ib = self.dev.alloc(1 << 20)  # our own PM4 IBs for AQL vendor packets (barrier bit of our choice)
+        self.ib_put = 0
+
+    def close(self):
+        self.dev.close()
+
+    def buf(self, nbytes: int = 4 * N):
+        b = self.dev.alloc(nbytes)
+        b.view[:nbytes] = 0
+        return b
+
+    # -- building a queue: kernels and PM4 runs, each with an AQL barrier bit (ignored on PM4 queues) --
+
+    def kernel(self, q, prog, args, n=N, local=64, *, barrier=0, completion=0):
+        """A dispatch with no CS_PARTIAL_FLUSH after it (PM4), or an AQL dispatch packet with this barrier
+        bit and completion signal."""
+        q.exec(prog, args, n, local)
+        if self.kind == "pm4":
+            assert q.packets[-1] == pm4.cs_partial_flush()
+            q.packets.pop()
+            return q
+        p = q.packets.pop()
+        raw = bytearray(p.raw)
+        hdr = struct.unpack_from("<H", raw)[0] & ~(1 << aql.HEADER_BARRIER) | barrier << aql.HEADER_BARRIER
+        struct.pack_into("<H", raw, 0, hdr)
+        struct.pack_into("<Q", raw, aql.COMPLETION_SIGNAL, completion)
+        q.packets.append(AqlDispatch(bytes(raw), p.scratch))
+        return q
+
+    def pm4(self, q, *packets, barrier=0):
+        """PM4 packets after what is queued: inline on PM4, one vendor PM4_IB packet on AQL."""
+        if self.kind == "pm4":
+            q.packets.extend(packets)
+            return q
+        dws = [d for p in packets for d in p]
+        if self.ib_put + 4 * len(dws) > len(self.ib.view):  # every run synchronizes: older IBs are done
+            self.ib_put = 0
+        at = self.ib.va + self.ib_put
+        self.ib.view[self.ib_put:self.ib_put + 4 * len(dws)] = np.array(dws, np.uint32).view(np.uint8)
+        self.ib_put = (self.ib_put + 4 * len(dws) + 255) & ~255
+        q.packets.append(AqlDispatch(aql.pm4_ib_packet(at, len(dws), barrier=barrier)))
+        return q
+
+    def eop(self, addr, value, event_type=0x14, event_index=5):
+        return pm4.release_mem(addr, value, data_sel=1, event_type=event_type, event_index=event_index,
+                               family=self.family)
+
+    def snapshot(self, q, flag, src, dst, *, barrier=0):
+        """Wait for *flag >= 1, then copy src to dst in one CP DMA: what was visible when the flag was seen."""
+        return self.pm4(q, pm4.wait_reg_mem(flag.va, 1, function=5), pm4.dma_data(dst.va, src.va, 4 * N),
+                        barrier=barrier)
+
+
+def u32(buf, n=N):
+    return buf.view[:4 * n].view(np.uint32)
+
+
+def iota(start):
+    return np.arange(start, start + N, dtype=np.uint32)
+
+
+@pytest.fixture(scope="module", params=CONFIGS, ids=IDS)
+def rig(request):
+    explorer = Explorer()
+    r = Rig(*request.param, policy=explorer)
+    r.explorer = explorer
+    yield r
+    r.close()
+
+
+def under(rig, seed):
+    return rig.explorer.schedule(seed)
+
+
+# -- 6.3 / 3.3 DISPATCH_DIRECT: the CP goes on; WRITE_DATA does not wait ---------------------------------
+
+
+def write_data_signal(rig, seed, *, flush=False):
+    """iota(a) then a WRITE_DATA flag (optionally behind CS_PARTIAL_FLUSH); a second queue waits for the flag
+    and snapshots a. Returns the snapshot."""
+    a, snap, flag = rig.buf(), rig.buf(), rig.buf(64)
+    under(rig, seed)
+    q = rig.kernel(rig.dev.compute_queue(0), rig.iota, [a, 1, N])
+    if flush:
+        rig.pm4(q, pm4.cs_partial_flush(), pm4.write_data(flag.va, [1]))
+    else:
+        rig.pm4(q, pm4.write_data(flag.va, [1]))
+    rig.snapshot(rig.dev.compute_queue(1), flag, a, snap).submit()
+    q.submit()
+    rig.dev.synchronize()
+    under(rig, 0)
+    assert np.array_equal(u32(a), iota(1))  # the kernel itself always finishes correctly
+    return u32(snap).copy()
+
+
+def test_write_data_after_a_dispatch_lands_before_the_kernels_stores_under_some_schedule(rig):
+    """Facts 6.3: 'the CP does not wait for a dispatch to finish before processing later packets'; WRITE_DATA
+    acts when the CP reaches it. On AQL the WRITE_DATA is in a vendor packet without the barrier bit."""
+    early = [s for s in SCHEDULES if not np.array_equal(write_data_signal(rig, s), iota(1))]
+    assert early, "never observed: a WRITE_DATA signal after a dispatch was always later than the kernel's stores"
+
+
+def test_cs_partial_flush_before_a_write_data_signal_makes_it_safe_under_every_schedule(rig):
+    """Facts 3.3 EVENT_WRITE: CS_PARTIAL_FLUSH waits until all previously launched compute work finished."""
+    for s in (0, *SCHEDULES):
+        assert np.array_equal(write_data_signal(rig, s, flush=True), iota(1)), f"schedule {s}"
+
+
+# -- 6.2 / 3.3 RELEASE_MEM end-of-pipe: written after every earlier dispatch's stores --------------------
+
+EOP_EVENTS = {"CACHE_FLUSH_AND_INV_TS": (0x14, 5), "BOTTOM_OF_PIPE_TS": (0x28, 5), "CS_DONE": (0x2F, 6)}
+
+
+def eop_signal(rig, seed, event, *, observer="other queue"):
+    """iota(a, 1), iota(b, 1001), then RELEASE_MEM(flag = 1) with no flush; the observer (a second queue, or
+    the same queue's next packets) waits for the flag and snapshots a and b."""
+    a, b, snap_a, snap_b, flag = rig.buf(), rig.buf(), rig.buf(), rig.buf(), rig.buf(64)
+    under(rig, seed)
+    q = rig.kernel(rig.dev.compute_queue(0), rig.iota, [a, 1, N])
+    rig.kernel(q, rig.iota, [b, 1001, N])
+    rig.pm4(q, rig.eop(flag.va, 1, *EOP_EVENTS[event]))
+    obs = q if observer == "same queue" else rig.dev.compute_queue(1)
+    rig.snapshot(obs, flag, a, snap_a)
+    rig.snapshot(obs, flag, b, snap_b)
+    if obs is not q:
+        obs.submit()
+    q.submit()
+    rig.dev.synchronize()
+    under(rig, 0)
+    return u32(snap_a).copy(), u32(snap_b).copy()
+
+
+@pytest.mark.parametrize("event", list(EOP_EVENTS))
+def test_end_of_pipe_release_mem_is_written_after_every_earlier_dispatchs_stores(rig, event):
+    """Facts 3.3 RELEASE_MEM: 'once all previously issued work has drained to the chosen point (EOP: all prior
+    dispatch waves finished and their writes acknowledged) ... then writes the data'; 6.2: 'a consumer that
+    sees the signal value also sees the kernel's writes'. CS_DONE is the shader-done point (index 6)."""
+    for s in (0, *SCHEDULES):
+        sa, sb = eop_signal(rig, s, event)
+        assert np.array_equal(sa, iota(1)) and np.array_equal(sb, iota(1001)), f"schedule {s}"
+
+
+def test_wait_reg_mem_on_an_end_of_pipe_value_orders_the_same_queue(rig):
+    """Facts 3.3: 'follow with WAIT_REG_MEM on the written value if later work must wait'."""
+    for s in (0, *SCHEDULES):
+        sa, sb = eop_signal(rig, s, "CACHE_FLUSH_AND_INV_TS", observer="same queue")
+        assert np.array_equal(sa, iota(1)) and np.array_equal(sb, iota(1001)), f"schedule {s}"
+
+
+# -- spinning kernels: who may run while a dispatch is in flight -------------------------------------------
+
+
+def spin_then(rig, seed, build_rest):
+    """Launch the spinner on `flag`, then `build_rest(q, flag)` appends what follows it. Run; if the machine
+    livelocks, the host releases the spinner with HOST_RELEASE. Returns (livelocked, value the spinner saw,
+    final flag)."""
+    flag, out = rig.buf(64), rig.buf(64)
+    under(rig, seed)
+    q = rig.kernel(rig.dev.compute_queue(0), rig.spin, [flag, out], 64, 64)
+    build_rest(q, flag)
+    q.submit()
+    livelocked = False
+    try:
+        rig.dev.synchronize()
+    except DeadlockError as e:
+        assert "livelock" in str(e) and f"0x{flag.va:x}" in str(e)
+        livelocked = True
+        under(rig, 0)
+        u32(flag, 1)[0] = HOST_RELEASE
+        rig.dev.synchronize()
+    under(rig, 0)
+    return livelocked, int(u32(out, 1)[0]), int(u32(flag, 1)[0])
+
+
+RELEASED_BY_THE_PACKET = (False, PACKET_RELEASE, PACKET_RELEASE)
+TRIES = 64  # polls of the bounded spinner: a few hundred issue steps, many scheduler turns under Explorer
+
+
+def bounded_spin_then(rig, seed, build_rest, tries=TRIES):
+    """The bounded spinner on `flag`, then `build_rest(q, flag)`. Returns (value the spinner last saw, final
+    flag): (0, PACKET_RELEASE) means the later packet ran only after the kernel had given up."""
+    flag, out = rig.buf(64), rig.buf(64)
+    u32(out, 1)[0] = 0xDEAD
+    under(rig, seed)
+    q = rig.kernel(rig.dev.compute_queue(0), rig.bounded_spin, [flag, out, tries], 64, 64)
+    build_rest(q, flag)
+    q.submit()
+    rig.dev.synchronize()
+    under(rig, 0)
+    return int(u32(out, 1)[0]), int(u32(flag, 1)[0])
+
+
+HELD_BACK = (0, PACKET_RELEASE)
+
+
+def _write_flag(rig, barrier=0, before=()):
+    return lambda q, flag: rig.pm4(q, *before, pm4.write_data(flag.va, [PACKET_RELEASE]), barrier=barrier)
+
+
+def test_a_later_write_data_runs_while_the_dispatch_is_in_flight_under_every_schedule(rig):
+    """Facts 6.3: the CP does not wait for a dispatch before later packets: the WRITE_DATA after a spinning
+    kernel always releases it (a synchronous dispatch would livelock). In order too."""
+    for s in (0, *SPIN_SCHEDULES):
+        assert spin_then(rig, s, _write_flag(rig)) == RELEASED_BY_THE_PACKET, f"schedule {s}"
+
+
+def test_acquire_mem_and_a_satisfied_wait_reg_mem_do_not_wait_for_the_dispatch(rig):
+    """Facts 3.3 ACQUIRE_MEM: 'performs the cache actions when the CP reaches it; it does not by itself wait for
+    earlier dispatches' [uncertain, the facts' stated assumption]; WAIT_REG_MEM stalls only on its condition."""
+    done = rig.buf(64)
+    u32(done, 1)[0] = 1
+    acquire = (pm4.acquire_mem("gfx11", glv_inv=1, gl1_inv=1, glk_inv=1) if rig.family == "gfx11"
+               else pm4.acquire_mem("gfx9", tcl1_action_ena=1, sh_kcache_action_ena=1))
+    before = (acquire, pm4.wait_reg_mem(done.va, 1, function=3))
+    for s in SPIN_SCHEDULES:
+        assert spin_then(rig, s, _write_flag(rig, before=before)) == RELEASED_BY_THE_PACKET, f"schedule {s}"
+
+
+def test_the_queue_does_not_stall_on_an_end_of_pipe_release_mem(rig):
+    """Facts 3.3 RELEASE_MEM: 'The queue does not stall on it — later packets are processed immediately'. The
+    release is queued behind the spinner; the WRITE_DATA after it releases the spinner; then the release lands."""
+    done = rig.buf(64)
+    for s in SPIN_SCHEDULES:
+        got = spin_then(rig, s, _write_flag(rig, before=(rig.eop(done.va, 7),)))
+        assert got == RELEASED_BY_THE_PACKET and u32(done, 1)[0] == 7, f"schedule {s}"
+        u32(done, 1)[0] = 0
+
+
+def test_an_end_of_pipe_release_mem_is_not_written_while_the_dispatch_runs(rig):
+    """The other side of the same rule: a RELEASE_MEM writing the spinner's flag is queued behind the spinner,
+    so the spinner never sees it (a RELEASE_MEM that wrote when the CP reached it would be seen)."""
+    for event in EOP_EVENTS.values():
+        for s in (0, 1, 2, 3):
+            got = bounded_spin_then(rig, s, lambda q, flag: rig.pm4(q, rig.eop(flag.va, PACKET_RELEASE, *event)))
+            assert got == HELD_BACK, f"event {event}, schedule {s}"
+
+
+def test_cs_partial_flush_waits_for_the_running_dispatch_under_every_schedule(rig):
+    """Facts 3.3 EVENT_WRITE CS_PARTIAL_FLUSH: 'the CP waits until all previously launched compute work of this
+    queue has finished before processing further packets': the WRITE_DATA behind it can never release the
+    spinner. Endless spinner: the machine livelocks, the host releases it, only then the WRITE_DATA runs."""
+    flush_then_write = _write_flag(rig, before=(pm4.cs_partial_flush(),))
+    assert spin_then(rig, 0, flush_then_write) == (True, HOST_RELEASE, PACKET_RELEASE)
+    for s in (0, *SPIN_SCHEDULES):
+        assert bounded_spin_then(rig, s, flush_then_write) == HELD_BACK, f"schedule {s}"
+
+
+def test_two_dispatches_without_cs_partial_flush_overlap_under_some_schedule(rig):
+    """Facts 6.3: without CS_PARTIAL_FLUSH the next dispatch may start while the first runs: a kernel that stores
+    the spinner's flag releases it (AQL: the second dispatch packet has no barrier bit)."""
+    release = lambda q, flag: rig.kernel(q, rig.store, [flag, PACKET_RELEASE], 64, 64)
+    runs = [spin_then(rig, s, release) for s in SPIN_SCHEDULES]
+    assert RELEASED_BY_THE_PACKET in runs, f"never observed an overlap: {runs}"
+
+
+def test_cs_partial_flush_keeps_the_next_dispatch_from_starting(rig):
+    def release(q, flag):
+        rig.pm4(q, pm4.cs_partial_flush())
+        return rig.kernel(q, rig.store, [flag, PACKET_RELEASE], 64, 64)
+    for s in (0, *SPIN_SCHEDULES):
+        assert bounded_spin_then(rig, s, release) == HELD_BACK, f"schedule {s}"
+
+
+def producer_consumer(rig, seed, *, flush: bool):
+    """iota(a); [CS_PARTIAL_FLUSH | AQL barrier bit]; scale(a -> b, 3): what b holds."""
+    a, b = rig.buf(), rig.buf()
+    under(rig, seed)
+    q = rig.kernel(rig.dev.compute_queue(0), rig.iota, [a, 1, N])
+    if flush and rig.kind == "pm4":
+        rig.pm4(q, pm4.cs_partial_flush())
+    rig.kernel(q, rig.scale, [a, b, 3, N], barrier=int(flush)).submit()
+    rig.dev.synchronize()
+    under(rig, 0)
+    return u32(b).copy()
+
+
+def test_a_dependent_dispatch_without_flush_or_barrier_reads_stale_data_under_some_schedule(rig):
+    assert any(not np.array_equal(producer_consumer(rig, s, flush=False), 3 * iota(1)) for s in SCHEDULES), \
+        "never observed: the consumer always saw the producer finished"
+
+
+def test_a_dependent_dispatch_behind_cs_partial_flush_or_barrier_bit_reads_the_producers_data(rig):
+    for s in (0, *SCHEDULES):
+        assert np.array_equal(producer_consumer(rig, s, flush=True), 3 * iota(1)), f"schedule {s}"
+
+
+# -- 4.6 AQL: barrier bit, completion signal ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def aql_rig(request):
+    explorer = Explorer()
+    r = Rig(request.param, "aql", policy=explorer)
+    r.explorer = explorer
+    yield r
+    r.close()
+
+
+def test_aql_packet_with_the_barrier_bit_waits_for_the_running_dispatch(aql_rig):
+    """HSA barrier bit (facts 4.6 header BARRIER[8]): the packet starts only after every earlier packet
+    completed. A vendor PM4 packet with it set never releases the spinner; without it, it always does (the
+    packet processor goes on past a dispatch)."""
+    for s in (0, *SPIN_SCHEDULES):
+        assert bounded_spin_then(aql_rig, s, _write_flag(aql_rig, barrier=1)) == HELD_BACK, f"schedule {s}"
+    for s in SPIN_SCHEDULES:
+        assert spin_then(aql_rig, s, _write_flag(aql_rig, barrier=0)) == RELEASED_BY_THE_PACKET, f"schedule {s}"
+
+
+def test_aql_dispatch_with_the_barrier_bit_waits_for_the_running_dispatch(aql_rig):
+    release = lambda q, flag: aql_rig.kernel(q, aql_rig.store, [flag, PACKET_RELEASE], 64, 64, barrier=1)
+    for s in (0, *SPIN_SCHEDULES):
+        assert bounded_spin_then(aql_rig, s, release) == HELD_BACK, f"schedule {s}"
+
+
+def new_amd_signal(rig, value: int):
+    """An amd_signal_t (facts 4.6 via aql.py: kind i64 @0, value i64 @8) in device memory."""
+    sig = rig.buf(64)
+    struct.pack_into("<qq", sig.view, 0, 1, value)
+    return sig
+
+
+def completion_signal_run(rig, seed, groups: int):
+    """iota(a) over `groups` workgroups with a completion signal (value 1), no barrier after it; a vendor packet
+    without the barrier bit waits for the signal's low word == 0 and snapshots a."""
+    a, snap = rig.buf(4 * 64 * groups), rig.buf(4 * 64 * groups)
+    sig = new_amd_signal(rig, 1)
+    under(rig, seed)
+    q = rig.kernel(rig.dev.compute_queue(0), rig.iota, [a, 1, 64 * groups], 64 * groups, 64,
+                   completion=sig.va)
+    rig.pm4(q, pm4.wait_reg_mem(sig.va + aql.SIGNAL_VALUE, 0, function=3),
+            pm4.dma_data(snap.va, a.va, 4 * 64 * groups))
+    q.submit()
+    rig.dev.synchronize()
+    under(rig, 0)
+    return u32(snap, 64 * groups).copy(), struct.unpack_from("<q", sig.view, aql.SIGNAL_VALUE)[0]
+
+
+def test_aql_completion_signal_drops_once_after_all_waves(aql_rig):
+    """HSA completion signal (facts 4.6 completion_signal @56): decremented when the dispatch completed, i.e.
+    after all its waves; once (1 -> 0, not once per wave or workgroup)."""
+    for groups in (1, 4):
+        for s in (0, *SCHEDULES):
+            snap, value = completion_signal_run(aql_rig, s, groups)
+            assert value == 0, f"schedule {s}: completion signal ended at {value}"
+            assert np.array_equal(snap, np.arange(1, 64 * groups + 1, dtype=np.uint32)), f"schedule {s}"
+
+
+# -- determinism -------------------------------------------------------------------------------------------
+
+
+def traced_program(target, kind, policy, seed):
+    """A program whose outcome depends on the schedule (a WRITE_DATA racing a kernel, a spinner released by a
+    later packet, an end-of-pipe signal): its GPU trace and memory."""
+    r = Rig(target, kind, policy=policy, seed=seed)
+    try:
+        a, snap, flag, spin_flag, out, done = r.buf(), r.buf(), r.buf(64), r.buf(64), r.buf(64), r.buf(64)
+        q = r.kernel(r.dev.compute_queue(0), r.iota, [a, 1, N])
+        r.pm4(q, pm4.write_data(flag.va, [1]))
+        r.kernel(q, r.spin, [spin_flag, out], 64, 64)
+        r.pm4(q, r.eop(done.va, 5), pm4.write_data(spin_flag.va, [PACKET_RELEASE]))
+        r.snapshot(r.dev.compute_queue(1), flag, a, snap).submit()
+        q.submit()
+        r.dev.synchronize()
+        gpu = r.dev.os.system.gpus[0]  # test-only look inside the emulated machine
+        return gpu.trace_lines(), bytes(snap.view[:4 * N]) + bytes(out.view[:4]) + bytes(done.view[:4])
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize("target, kind, policy, seed", [("gfx1100", "pm4", "run_to_block", 0),
+                                                       ("gfx942", "aql", "run_to_block", 0),
+                                                       ("gfx1100", "aql", "random", 7), ("gfx942", "pm4", "random", 7)])
+def test_same_policy_and_seed_give_a_byte_identical_trace(target, kind, policy, seed):
+    first, second = traced_program(target, kind, policy, seed), traced_program(target, kind, policy, seed)
+    assert first[0] == second[0] and first[1] == second[1]
+    assert sum("dispatch kernel at" in ln for ln in first[0]) == 2
