@@ -319,7 +319,13 @@ class EmulatedGPU:
         """A doorbell write: the new write pointer. A progress point when `autorun` is on."""
         if not queue.active:
             raise QueueError(f"doorbell on {'faulted' if queue.fault else 'destroyed'} queue {queue.name}")
-        queue.doorbell(value)
+        try:
+            queue.doorbell(value)
+        except QueueError as e:  # a doorbell is a plain store that cannot fail: a bad value faults this queue alone
+            err = EngineError(str(e))
+            err.kind = "bad doorbell"
+            self._record_fault(queue, err)
+            return
         if self.autorun:
             self.step()
 
@@ -504,7 +510,8 @@ class EmulatedGPU:
     # printed only when `trace_lines` asks (the raw dwords are kept, not text, to stay off the hot path).
 
     def trace_packet(self, queue: EngineQueue, stream: Stream, pos: int, fmt: PacketFormat, dws: list[int]) -> None:
-        self.trace.append((self.clock, queue.name, "packet", (stream, pos, fmt, dws)))
+        # the stream's place, not the stream: a Stream holds its dword cache (a whole IB), the trace must not
+        self.trace.append((self.clock, queue.name, "packet", (stream.place, pos, fmt, dws)))
 
     def trace_write(self, queue: EngineQueue, addr: int, size: int, value: int) -> None:
         self.trace.append((self.clock, queue.name, "write", (addr, size, value)))
@@ -522,9 +529,11 @@ class EmulatedGPU:
         t, q, kind, data = entry
         head = f"{t:>12} {q:<8} "
         if kind == "packet":
-            stream, pos, fmt, dws = data
+            (is_ring, base, size), pos, fmt, dws = data
+            label = "ring" if is_ring else f"IB at 0x{self.canonical(base):x}"
+            offset = pos % size if is_ring else pos
             values = fmt.decode(dws, check=False)
-            return head + f"{stream.label}+0x{stream.offset(pos):04x} {fmt.format(values, canon=self.canonical, skip=_HEADER_NOISE)}"
+            return head + f"{label}+0x{offset:04x} {fmt.format(values, canon=self.canonical, skip=_HEADER_NOISE)}"
         if kind == "write":
             addr, size, value = data
             return head + f"write {size}B 0x{self.canonical(addr):x} <- 0x{value:x}"

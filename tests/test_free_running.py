@@ -18,8 +18,8 @@ def wait_for(cond, timeout_s=5.0):
         time.sleep(0.0001)
 
 
-def plain_store_queue(system):
-    rt = Runtime(system.os)
+def plain_store_queue(system, rt=None):
+    rt = rt or Runtime(system.os)
     q, out = rt.compute_queue(), rt.alloc(0x1000)
 
     def submit(dwords):  # write the ring and the wptr, then a plain store to the doorbell: no driver call
@@ -103,4 +103,44 @@ def test_describe_names_blocked_queues():
     submit(pm4.wait_reg_mem(out.va, 1))
     wait_for(lambda: "blocked" in system.describe())
     assert "free-running" in system.describe() and "WAIT_REG_MEM" in system.describe()
+    system.close()
+
+
+def test_a_bad_doorbell_value_faults_its_queue_alone_and_the_gpu_thread_lives_on():
+    """A doorbell is a plain store that cannot fail (issue 22): a value past rptr + ring size is a fault of that
+    queue, recorded like any other; the thread, the other queues and later driver calls go on."""
+    system = EmulatedSystem(free_running=True)
+    submit, out, rt = plain_store_queue(system)
+    submit_b, out_b, _ = plain_store_queue(system, rt)
+    gpu = system.gpus[0]
+    victim = gpu.queues[0]
+    doorbell = [r for r in system.driver.queues.records.values() if r.queue is victim][0]
+    base = system.driver.memory.doorbell_va(doorbell.device)
+    ctypes.c_uint64.from_address(base + doorbell.doorbell_offset).value = 1 << 40
+    wait_for(lambda: victim.fault is not None)
+    assert victim.fault.kind == "bad doorbell" and "doorbell value" in victim.fault.message
+    assert system.thread.alive and system.thread.error is None
+    submit_b(pm4.write_data(out_b.va, [0x77]))  # the other queue still runs
+    wait_for(lambda: out_b.u32().value == 0x77)
+    assert [f.queue for f in gpu.faults] == [victim.name]
+    system.close()
+
+
+def test_an_error_inside_a_step_does_not_stop_the_gpu_thread(monkeypatch):
+    system = EmulatedSystem(free_running=True)
+    submit, out, rt = plain_store_queue(system)
+    calls = []
+    real = system.driver.queues.poll_doorbells
+
+    def flaky():
+        calls.append(1)
+        if len(calls) == 3:
+            raise MemoryError("planted")
+        return real()
+    monkeypatch.setattr(system.driver.queues, "poll_doorbells", flaky)
+    wait_for(lambda: system.thread.errors == 1)
+    submit(pm4.write_data(out.va, [0x55]))
+    wait_for(lambda: out.u32().value == 0x55)
+    assert system.thread.alive and isinstance(system.thread.error, MemoryError)
+    assert "raised an emulator error" in system.describe()
     system.close()

@@ -1374,3 +1374,28 @@ def test_dispatch_costs_virtual_time_per_wave():
         [(_, d)] = core.calls
         waves = 40 * -(-(d.group_size[0] * d.group_size[1] * d.group_size[2]) // d.wave_size)
         assert waves >= 40 and t1 - t0 == 2 * g.cost.packet + waves * g.cost.wave
+
+
+def test_the_trace_does_not_keep_executed_indirect_buffers_alive():
+    """The trace keeps each packet's dwords and where it was, not the Stream (whose dword cache is the whole IB):
+    1 MiB IBs that chain away after their first packet, run 30 times, must not stay in memory (issue 22)."""
+    import tracemalloc
+    with EmulatedGPU(target="gfx1100", seed=0) as g:
+        tail, out = g.alloc(4096), g.alloc(4096)
+        tail.u32()[:5] = pm4.write_data(out.va, [1])
+        big = g.alloc(1 << 20)
+        big.u32()[:4] = pm4.indirect_buffer(tail.va, 5, chain=1)
+        q = g.compute_queue()
+        q.submit(pm4.indirect_buffer(big.va, (1 << 20) // 4))  # warm up
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for _ in range(30):
+                q.submit(pm4.indirect_buffer(big.va, (1 << 20) // 4))
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        no_faults(g)
+        assert out.u32()[0] == 1
+        assert grown < 8 << 20, grown  # each run's cached IB alone would be ~2 MiB of list
+        assert "IB at 0x" in "\n".join(g.trace_lines())  # the trace still says where each packet was

@@ -2,6 +2,7 @@
 wait_result TIMEOUT written into the caller's struct (no error); hcqsim's runtime gets its instant deadlock
 diagnosis from the emulator-only `deadlock_report` boundary query instead."""
 import ctypes
+import errno
 import threading
 import time
 
@@ -133,3 +134,31 @@ def test_a_free_running_wait_wakes_when_another_host_thread_stores():
     assert time.monotonic() - start < 5
     timer.join(5)
     system.close()
+
+
+@pytest.mark.parametrize("num_events", [1 << 17, (1 << 32) - 1])
+def test_a_huge_num_events_is_enomem_before_anything_is_read_or_allocated(num_events):
+    """kfd_wait_on_events kcallocs one waiter per event first: past the slab limit that is ENOMEM (issue 22:
+    the emulator used to read and zero num_events * 8 bytes before any check). The pointer is never read."""
+    system = EmulatedSystem()
+    rt = Runtime(system.os)
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        with pytest.raises(OSError) as info:
+            rt.ioctl("WAIT_EVENTS", events_ptr=8, num_events=num_events, wait_for_all=0, timeout=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        system.close()
+    assert info.value.errno == errno.ENOMEM
+    assert peak < 1 << 20  # nothing of the size the count asks for was allocated
+
+
+def test_a_num_events_within_the_limit_still_reads_the_array():
+    system = EmulatedSystem()
+    rt = Runtime(system.os)
+    with pytest.raises(OSError) as info:  # a bad pointer for a modest count: the copy from user faults
+        rt.ioctl("WAIT_EVENTS", events_ptr=8, num_events=4, wait_for_all=0, timeout=0)
+    system.close()
+    assert info.value.errno == errno.EFAULT

@@ -46,6 +46,7 @@ class Stream:
 
     def __init__(self, queue: "EngineQueue", kind: str, base: int, size: int, pos: int, end: int):
         self.queue, self.kind, self.base, self.size = queue, kind, base, size
+        self.place = (kind == "ring", base, size)  # what the trace keeps of a stream (not its dword cache)
         self.pos, self.end = pos, end
         self._buf: list[int] = []
         self._buf_pos = self._buf_end = pos

@@ -33,6 +33,11 @@ from .uaccess import read_user, write_user
 if TYPE_CHECKING:
     from .process import KfdDriver, ProcessDevice
 
+# kfd_wait_on_events allocates one struct kfd_event_waiter (a wait_queue_entry_t of 40 bytes, the event pointer,
+# two bools: 56 bytes) per event with kcalloc before reading the user's array; past KMALLOC_MAX_SIZE (4 MiB with
+# 4 KiB pages, MAX_ORDER 10) the allocation fails: ENOMEM. [derived from kfd_events.c and the slab limits]
+WAITER_BYTES = 56
+KMALLOC_MAX_SIZE = 4 << 20
 KFD_SIGNAL_OLD_ABI_SLOTS = 256  # slots usable before the driver's event page is mmapped (kfd_events.c)
 _SIGNAL_TYPES = (k.KFD_IOC_EVENT_SIGNAL, k.KFD_IOC_EVENT_DEBUG_EVENT)  # own an event-page slot
 
@@ -255,6 +260,10 @@ class ProcessEvents:
 
     def wait_events(self, args, io: k.Ioctl) -> None:
         n, size = args.num_events, ctypes.sizeof(k.EventData)
+        if n * WAITER_BYTES > KMALLOC_MAX_SIZE:  # checked before anything is read or allocated, as Linux does
+            args.wait_result = k.KFD_IOC_WAIT_RESULT_FAIL
+            raise OSError(errno.ENOMEM, f"{io.name}: num_events {n} needs more waiter memory than one kernel "
+                                        f"allocation holds ({KMALLOC_MAX_SIZE} bytes)")
         try:
             raw = read_user(args.events_ptr, n * size) if n else b""
             data = [k.EventData.from_buffer_copy(raw, i * size) for i in range(n)]

@@ -89,7 +89,8 @@ class GpuThread:
         self._stop = self._closed = False
         self._kick = False  # a driver call announced possible work: restart the low-latency phase
         self.steps = 0  # engine steps that executed something (for tests and benchmarks)
-        self.error: BaseException | None = None  # an emulator bug that stopped the thread
+        self.error: BaseException | None = None  # the last emulator error a step raised (the thread goes on)
+        self.errors = 0  # how many steps raised
         self.worked_at: deque[float] = deque(maxlen=4096)  # perf_counter() after each step that executed something
         _lower_switch_interval(policy.switch_interval_s)
         self._thread = threading.Thread(target=self._main, name="hcqsim-gpus", daemon=True)
@@ -124,7 +125,13 @@ class GpuThread:
         sleep = p.spin_sleep_s
         try:
             while not self._stop:
-                if self.step():
+                try:
+                    worked = self.step()
+                except Exception as e:  # never die: keep the evidence, keep the other queues running
+                    self.error, self.errors = e, self.errors + 1
+                    time.sleep(p.spin_sleep_s)
+                    continue
+                if worked:
                     self.steps += 1
                     last_work, sleep = time.monotonic(), p.spin_sleep_s
                     time.sleep(0)  # hand the GIL over: a thread waiting for the system lock takes it now
@@ -139,7 +146,7 @@ class GpuThread:
                         self._kick, last_work, sleep = False, time.monotonic(), p.spin_sleep_s
                     else:
                         sleep = min(sleep * 2, p.max_sleep_s)
-        except BaseException as e:  # an emulator bug: keep it for close() and the reports, never hang
+        except BaseException as e:  # interpreter shutdown and the like: keep it for close() and the reports
             self.error = e
 
     def close(self, timeout_s: float = 10.0) -> None:

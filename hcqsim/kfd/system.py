@@ -110,7 +110,9 @@ class EmulatedSystem:
                      f"{'free-running' if self.free_running else 'progress points'}"
                      f"{', closed' if self.closed else ''})"]
             if self.thread is not None and self.thread.error is not None:
-                lines.append(f"  GPU thread stopped by an emulator error: {self.thread.error!r}")
+                state = "alive" if self.thread.alive else "stopped"
+                lines.append(f"  GPU thread ({state}): {self.thread.errors} step(s) raised an emulator error, the "
+                             f"last: {self.thread.error!r}")
             for gpu in self.gpus:
                 lines += [f"  {gpu.label}: {q.status()}" for q in gpu.queues]
                 lines += [f"    blocked: {b}" for b in gpu.blocked()]
