@@ -1085,14 +1085,19 @@ def test_wait_and_release_ignore_low_two_address_bits(gpu, buf):
     assert list(buf.u32()[1:4]) == [4, 0x77, SENTINEL]
 
 
-def test_doorbell_must_not_run_backwards_or_overflow(gpu):
-    q = gpu.compute_queue(ring_size=1024)
+@pytest.mark.parametrize("value, why", [(4, "behind the read pointer"), (8 + 257, "more than a ring ahead"),
+                                        (1 << 40, "far past the ring")])
+def test_a_doorbell_running_backwards_or_overflowing_faults_that_queue_alone(gpu, buf, value, why):
+    """A doorbell is a plain store that cannot fail (issue 22): a bad value stops its queue with a fault."""
+    q, other = gpu.compute_queue(ring_size=1024), gpu.compute_queue()
     q.submit(pm4.nop(8))
-    with pytest.raises(QueueError):
-        gpu.ring_doorbell(q, 4)  # behind the read pointer
-    with pytest.raises(QueueError):
-        gpu.ring_doorbell(q, 8 + 257)  # more than a ring's worth ahead
-    no_faults(gpu)
+    gpu.ring_doorbell(q, value)
+    [f] = gpu.faults
+    assert (f.queue, f.kind) == (q.name, "bad doorbell") and f"doorbell value {value}" in f.message
+    with pytest.raises(QueueError):  # the faulted queue ignores later doorbells
+        gpu.ring_doorbell(q, 8)
+    other.submit(pm4.write_data(buf.va, [5]))  # the others go on
+    assert buf.u32()[0] == 5
 
 
 def test_submission_into_a_full_ring_behind_a_blocked_wait_is_refused(gpu, buf):
