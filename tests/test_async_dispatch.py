@@ -101,6 +101,48 @@ def test_nobody_to_release_the_spin_is_a_livelock_report_naming_the_wave_and_add
     assert u32(out)[0] == 1
 
 
+# A kernel that is merely long: a counting loop past several quanta (watched for spins all along), and one that
+# stores every iteration; neither is a livelock.
+LONG_IR = """
+define amdgpu_kernel void @long(ptr addrspace(1) %out, i32 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i32 [ 0, %entry ], [ %j, %loop ]
+  %acc = phi i32 [ 0, %entry ], [ %acc2, %loop ]
+  %x = mul i32 %i, 2654435761
+  %acc2 = xor i32 %acc, %x
+  store volatile i32 %i, ptr addrspace(1) %out, align 4
+  %j = add i32 %i, 1
+  %more = icmp ult i32 %j, %n
+  br i1 %more, label %loop, label %done
+done:
+  %p = getelementptr i32, ptr addrspace(1) %out, i32 1
+  store i32 %acc2, ptr addrspace(1) %p, align 4
+  ret void
+}
+"""
+
+
+@pytest.mark.parametrize("stores", [True, False], ids=["storing", "registers-only"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_merely_long_kernel_is_not_a_livelock(target, stores):
+    dev = open_device("sim", target=target)
+    try:
+        ir = LONG_IR if stores else LONG_IR.replace("  store volatile i32 %i, ptr addrspace(1) %out, align 4\n", "")
+        prog = dev.load_program(compile_llvm(ir, dev.target), "long")
+        out, done = dev.alloc(4096), dev.new_signal(0)
+        n = 3000  # well past a quantum of issue steps: watched, never repeating
+        dev.compute_queue().exec(prog, [out, n], 1, 1).signal(done, 1).submit()
+        done.wait(1, timeout_ms=600_000)
+        acc = 0
+        for i in range(n):
+            acc ^= (i * 2654435761) & 0xFFFFFFFF
+        assert list(u32(out, 2)) == [n - 1 if stores else 0, acc]
+    finally:
+        dev.close()
+
+
 def test_free_running_wait_on_a_spin_times_out_as_on_hardware(free_device):
     flag, out, done = launch_spin(free_device)
     with pytest.raises(DeviceTimeout):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from typing import TYPE_CHECKING
 
 from .. import kfd_uapi as k
@@ -162,5 +163,12 @@ class EmulatedOS(OSBoundary):
             return [str(f) for f in dev.gpu.faults[seen:]]
 
     def deadlock_report(self) -> list[BlockedQueue] | None:
-        """Emulator only (see OSBoundary): the blocked queues once nothing but the host can change anything."""
-        return self.system.stuck()
+        """Emulator only (see OSBoundary): the blocked queues (and spinning waves) once nothing but this host
+        thread can change anything. Free-running, or with other host threads that might store to memory, the
+        answer is None: a wait behaves as on hardware and times out."""
+        system = self.system
+        system.host_threads.add(threading.get_ident())
+        if system.thread is not None or not system.single_host_thread():
+            system.stuck()  # still delivers pending doorbells / advances a progress point
+            return None
+        return system.stuck()

@@ -76,19 +76,17 @@ class EmulatedSystem:
                 self.cond.notify_all()
 
     def stuck(self) -> list | None:
-        """The blocked queues and spinning waves when nothing but the host can change the machine any more,
-        else None. Only single-threaded progress-point mode answers: it runs a bounded progress point first and
-        answers once every GPU is quiet or only spins; free-running, or once several host threads waited on this
-        machine, another thread may still release any wait, so the answer is None (waits time out)."""
+        """The blocked queues and spinning waves when no GPU can change the machine any more, else None.
+        Progress-point mode: runs a bounded progress point first and answers once every GPU is quiet or only
+        spins. Free-running: delivers pending doorbell stores and looks, without executing (the thread does
+        that). Whether a *wait* may be reported as a deadlock is `deadlock_report`'s question (EmulatedOS)."""
         with self.lock:
             driver = self.driver
-            self.host_threads.add(threading.get_ident())
-            if self.thread is not None or not self.single_host_thread():
-                # another thread (the GPU thread, or a host thread that stores to memory) may still change the
-                # machine: a wait behaves as on hardware and times out instead
-                driver.queues.poll_doorbells()
-                self.wake()
-                return None
+            if self.thread is not None:  # free-running: look without executing (the thread does that)
+                if driver.queues.poll_doorbells() or not driver.settled():
+                    self.wake()
+                    return None
+                return driver.blocked() + driver.spinning()
             driver.progress()
             if not driver.settled():
                 return None  # work remains: the waiter keeps advancing the GPUs

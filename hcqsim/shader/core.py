@@ -267,6 +267,7 @@ class ShaderCore:
 EPOCH = [0]
 _WRITES = ("store", "atomic")  # mnemonic parts of instructions that write memory (LDS is part of the wave state)
 _LOADS = ("load",)
+QUIET_STEPS = 64  # write-free issue steps before a watched dispatch's state is snapshotted
 
 
 def _classify(run) -> None:
@@ -316,6 +317,7 @@ class ActiveDispatch:
         self._spin_epoch = -1
         self.polls: dict[int, tuple[int, str, int | None]] = {}  # wave -> (pc, instruction, address) last polled
         self._snap = None
+        self._quiet = (-1, 0)  # (epoch, steps since it last changed) while watching
 
     @property
     def name(self) -> str:
@@ -380,7 +382,7 @@ class ActiveDispatch:
                 sel = idx[pcs == pc]
                 w = slice(None) if sel.size == W.n else sel
                 run = core.instruction(pc, W, ctx, d)
-                if self.watching and run.loads:
+                if self.watching and run.loads and self._snap is not None:  # only in a write-free stretch
                     self._note_poll(pc, run, W, sel)
                 try:
                     run(W, w)
@@ -419,7 +421,7 @@ class ActiveDispatch:
 
     def watch(self, on: bool = True) -> None:
         """Start (or stop) looking for a spin; a new watch forgets an earlier verdict."""
-        self.watching, self._spin_epoch, self._snap = on, -1, None
+        self.watching, self._spin_epoch, self._snap, self._quiet = on, -1, None, (-1, 0)
         if not on:
             self.polls.clear()
 
@@ -445,6 +447,14 @@ class ActiveDispatch:
         memory write anywhere in between. The snapshot moves to the current state at powers of two."""
         snap = self._snap
         if snap is None or snap[0] != EPOCH[0]:
+            # something wrote: wait for QUIET_STEPS steps without a write before copying the state again, so a
+            # kernel that stores as it goes never pays for snapshots
+            if self._quiet[0] != EPOCH[0]:
+                self._quiet, self._snap = (EPOCH[0], 0), None
+                return False
+            if self._quiet[1] < QUIET_STEPS:
+                self._quiet = (EPOCH[0], self._quiet[1] + 1)
+                return False
             self._snap = (EPOCH[0], self._state(W), 1, 0)
             return False
         epoch, state, power, lam = snap
