@@ -297,13 +297,16 @@ def test_wait_reg_mem_on_an_end_of_pipe_value_orders_the_same_queue(rig):
 # -- spinning kernels: who may run while a dispatch is in flight -------------------------------------------
 
 
-def spin_then(rig, seed, build_rest):
-    """Launch the spinner on `flag`, then `build_rest(q, flag)` appends what follows it. Run; if the machine
-    livelocks, the host releases the spinner with HOST_RELEASE. Returns (livelocked, value the spinner saw,
-    final flag)."""
+def spin_then(rig, seed, build_rest, before=None):
+    """Launch the spinner on `flag`, then `build_rest(q, flag)` appends what follows it (`before(q, flag)`
+    goes ahead of the spinner). Run; if the machine livelocks, the host releases the spinner with
+    HOST_RELEASE. Returns (livelocked, value the spinner saw, final flag)."""
     flag, out = rig.buf(64), rig.buf(64)
     under(rig, seed)
-    q = rig.kernel(rig.dev.compute_queue(0), rig.spin, [flag, out], 64, 64)
+    q = rig.dev.compute_queue(0)
+    if before:
+        before(q, flag)
+    rig.kernel(q, rig.spin, [flag, out], 64, 64)
     build_rest(q, flag)
     q.submit()
     livelocked = False
@@ -408,6 +411,48 @@ def test_cs_partial_flush_keeps_the_next_dispatch_from_starting(rig):
         assert bounded_spin_then(rig, s, release) == HELD_BACK, f"schedule {s}"
 
 
+def spin_on_queue0_then(rig, seed, other_packets, *, barrier=0):
+    """The spinner on queue 0, `other_packets(flag)` on queue 1 (one vendor packet with `barrier` on AQL).
+    Queue 1 first waits for a gate queue 0 opens just before its dispatch: both are ready while it runs."""
+    gate = rig.buf(64)
+
+    def before(q, flag):
+        q1 = rig.pm4(rig.dev.compute_queue(1), pm4.wait_reg_mem(gate.va, 1, function=5))
+        rig.pm4(q1, *other_packets(flag), barrier=barrier).submit()  # AQL: its barrier bit is checked here
+        rig.pm4(q, pm4.write_data(gate.va, [1]))
+    return spin_then(rig, seed, lambda q, flag: q, before)
+
+
+def test_cs_partial_flush_waits_only_for_its_own_queue(rig):
+    """Facts 3.3: CS_PARTIAL_FLUSH waits for 'previously launched compute work *of this queue*': on another queue
+    it does not wait for queue 0's running dispatch (over-waiting would livelock)."""
+    flush_then_write = lambda flag: (pm4.cs_partial_flush(), pm4.write_data(flag.va, [PACKET_RELEASE]))
+    for s in SPIN_SCHEDULES:
+        assert spin_on_queue0_then(rig, s, flush_then_write) == RELEASED_BY_THE_PACKET, f"schedule {s}"
+
+
+def test_end_of_pipe_release_mem_on_another_queue_does_not_wait_for_this_queues_dispatch(rig):
+    """Facts 3.3: the EOP tracking lives in *the queue's* EOP buffer [derived: an EOP event drains its own
+    queue's work], so a RELEASE_MEM on queue 1 with nothing before it writes while queue 0's kernel spins."""
+    for s in SPIN_SCHEDULES:
+        got = spin_on_queue0_then(rig, s, lambda flag: (rig.eop(flag.va, PACKET_RELEASE),))
+        assert got == RELEASED_BY_THE_PACKET, f"schedule {s}"
+
+
+def test_end_of_pipe_release_mem_does_not_wait_for_a_later_dispatch(rig):
+    """Facts 3.3: the event waits for 'all previously issued work' only: RELEASE_MEM, then a kernel that spins
+    on the value it writes, is always released."""
+    flag, out = rig.buf(64), rig.buf(64)
+    for s in SPIN_SCHEDULES:
+        u32(flag, 1)[0] = u32(out, 1)[0] = 0
+        under(rig, s)
+        q = rig.pm4(rig.dev.compute_queue(0), rig.eop(flag.va, PACKET_RELEASE))
+        rig.kernel(q, rig.spin, [flag, out], 64, 64).submit()
+        rig.dev.synchronize()  # a livelock here would be a DeadlockError
+        under(rig, 0)
+        assert u32(out, 1)[0] == PACKET_RELEASE, f"schedule {s}"
+
+
 def producer_consumer(rig, seed, *, flush: bool):
     """iota(a); [CS_PARTIAL_FLUSH | AQL barrier bit]; scale(a -> b, 3): what b holds."""
     a, b = rig.buf(), rig.buf()
@@ -457,6 +502,14 @@ def test_aql_dispatch_with_the_barrier_bit_waits_for_the_running_dispatch(aql_ri
     release = lambda q, flag: aql_rig.kernel(q, aql_rig.store, [flag, PACKET_RELEASE], 64, 64, barrier=1)
     for s in (0, *SPIN_SCHEDULES):
         assert bounded_spin_then(aql_rig, s, release) == HELD_BACK, f"schedule {s}"
+
+
+def test_aql_barrier_bit_waits_only_for_its_own_queue(aql_rig):
+    """HSA: the barrier bit orders a packet after the earlier packets *of its queue*; a barrier-bit packet on
+    queue 1 does not wait for queue 0's dispatch."""
+    write = lambda flag: (pm4.write_data(flag.va, [PACKET_RELEASE]),)
+    for s in SPIN_SCHEDULES:
+        assert spin_on_queue0_then(aql_rig, s, write, barrier=1) == RELEASED_BY_THE_PACKET, f"schedule {s}"
 
 
 def new_amd_signal(rig, value: int):
