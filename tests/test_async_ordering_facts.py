@@ -438,6 +438,11 @@ def test_cs_partial_flush_waits_for_the_running_dispatch_under_every_schedule(ri
     assert spin_then(rig, 0, flush_then_write) == (True, HOST_RELEASE, PACKET_RELEASE)
     for s in (0, *SPIN_SCHEDULES):
         assert bounded_spin_then(rig, s, flush_then_write) == HELD_BACK, f"schedule {s}"
+    # every earlier dispatch, not just the latest: a short kernel between the spinner and the flush
+    b = rig.buf()
+    short_then_flush = lambda q, flag: flush_then_write(rig.kernel(q, rig.iota, [b, 1, N]), flag)
+    for s in (0, *SPIN_SCHEDULES):
+        assert bounded_spin_then(rig, s, short_then_flush) == HELD_BACK, f"schedule {s}"
 
 
 def test_two_dispatches_without_cs_partial_flush_overlap_under_some_schedule(rig):
@@ -485,17 +490,19 @@ def test_end_of_pipe_release_mem_on_another_queue_does_not_wait_for_this_queues_
 
 
 def test_end_of_pipe_release_mem_does_not_wait_for_a_later_dispatch(rig):
-    """Facts 3.3: the event waits for 'all previously issued work' only: RELEASE_MEM, then a kernel that spins
-    on the value it writes, is always released."""
-    flag, out = rig.buf(64), rig.buf(64)
+    """Facts 3.3: the event waits for 'all previously issued work' only: iota(a), RELEASE_MEM, then a kernel
+    that spins on the value it writes, is always released, and a was complete when it was."""
+    flag, out, a, snap = rig.buf(64), rig.buf(64), rig.buf(), rig.buf()
     for s in SPIN_SCHEDULES:
         u32(flag, 1)[0] = u32(out, 1)[0] = 0
         under(rig, s)
-        q = rig.pm4(rig.dev.compute_queue(0), rig.eop(flag.va, PACKET_RELEASE))
+        q = rig.kernel(rig.dev.compute_queue(0), rig.iota, [a, 1, N])
+        rig.pm4(q, rig.eop(flag.va, PACKET_RELEASE))
         rig.kernel(q, rig.spin, [flag, out], 64, 64).submit()
+        rig.snapshot(rig.dev.compute_queue(1), flag, a, snap).submit()
         rig.dev.synchronize()  # a livelock here would be a DeadlockError
         under(rig, 0)
-        assert u32(out, 1)[0] == PACKET_RELEASE, f"schedule {s}"
+        assert u32(out, 1)[0] == PACKET_RELEASE and np.array_equal(u32(snap), iota(1)), f"schedule {s}"
 
 
 def producer_consumer(rig, seed, *, flush: bool):
