@@ -162,8 +162,10 @@ class Explorer(ExplicitChoices):
 class Rig:
     """One device (one target, PM4 or AQL compute queues) with the kernels and buffers the tests use."""
 
-    def __init__(self, target: str, kind: str, policy="run_to_block", seed: int = 0):
-        self.dev = open_device("sim", target=target, aql=(kind == "aql"), policy=policy, seed=seed)
+    explorer: Explorer | None = None
+
+    def __init__(self, target: str, kind: str, policy="run_to_block", seed: int = 0, **sim_options):
+        self.dev = open_device("sim", target=target, aql=(kind == "aql"), policy=policy, seed=seed, **sim_options)
         self.target, self.kind, self.family = target, kind, self.dev.family
         self.iota = self.dev.load_program(kernels.code_object("iota", target), "iota")
         self.scale = self.dev.load_program(kernels.code_object("scale", target), "scale")
@@ -261,7 +263,8 @@ def aql_rig(request):
 
 
 def under(rig, seed):
-    return rig.explorer.schedule(seed)
+    if rig.explorer is not None:  # else the device's own policy (free-running: thread timing) decides
+        rig.explorer.schedule(seed)
 
 
 # -- 6.3 / 3.3 DISPATCH_DIRECT: the CP goes on; WRITE_DATA does not wait ---------------------------------
@@ -643,6 +646,46 @@ def test_aql_completion_signal_drops_once_after_all_waves(aql_rig):
             snap, value = completion_signal_run(aql_rig, s, groups)
             assert value == 0, f"schedule {s}: completion signal ended at {value}"
             assert np.array_equal(snap, np.arange(1, 64 * groups + 1, dtype=np.uint32)), f"schedule {s}"
+
+
+# -- 6.2 / 3.3 the timestamp of an end-of-pipe RELEASE_MEM ------------------------------------------------
+
+
+def test_an_end_of_pipe_timestamp_is_taken_after_the_kernel_ends(rig):
+    """Facts 3.3 RELEASE_MEM DATA_SEL 3 (GPU clock) is data written at end of pipe. Queue 0: spinner,
+    RELEASE_MEM timestamp, WRITE_DATA gate (so the CP has reached the RELEASE_MEM); queue 1: wait for the gate,
+    read the GPU clock (COPY_DATA SRC_SEL 9), release the spinner. The timestamp is not earlier than that read."""
+    ts_eop, ts_release, gate = rig.buf(64), rig.buf(64), rig.buf(64)
+    clock_to_memory = pm4.copy_data(0, ts_release.va, src_sel=9, dst_sel=5 if rig.family == "gfx9" else 2,
+                                    count_sel=1)
+
+    def before(q, flag):
+        q1 = rig.pm4(rig.dev.compute_queue(1), pm4.wait_reg_mem(gate.va, 1, function=5))
+        rig.pm4(q1, clock_to_memory, pm4.write_data(flag.va, [PACKET_RELEASE])).submit()
+        return q
+    after = lambda q, flag: rig.pm4(q, pm4.release_mem(ts_eop.va, 0, data_sel=3, family=rig.family),
+                                    pm4.write_data(gate.va, [1]))
+    for s in (0, *SPIN_SCHEDULES):
+        u32(gate, 1)[0] = 0
+        assert spin_then(rig, s, after, before) == RELEASED_BY_THE_PACKET, f"schedule {s}"
+        t_eop, t_release = (struct.unpack_from("<Q", b.view, 0)[0] for b in (ts_eop, ts_release))
+        assert t_release and t_eop >= t_release, f"schedule {s}: EOP timestamp {t_eop} < release at {t_release}"
+
+
+# -- free-running: the GPU thread's own interleaving keeps the guarantees -----------------------------------
+
+
+@pytest.mark.parametrize("target, kind", [("gfx1100", "pm4"), ("gfx942", "aql")])
+def test_free_running_keeps_end_of_pipe_and_flush_guarantees(target, kind):
+    r = Rig(target, kind, free_running=True)
+    try:
+        for _ in range(3):
+            sa, sb = eop_signal(r, 0, "CACHE_FLUSH_AND_INV_TS")
+            assert np.array_equal(sa, iota(1)) and np.array_equal(sb, iota(1001))
+            assert np.array_equal(write_data_signal(r, 0, flush=True), iota(1))
+            assert bounded_spin_then(r, 0, _write_flag(r, before=(pm4.cs_partial_flush(),))) == HELD_BACK
+    finally:
+        r.close()
 
 
 # -- determinism -------------------------------------------------------------------------------------------
