@@ -38,6 +38,7 @@ from hcqsim.runtime.aql_ring import AqlDispatch
 TARGETS = ["gfx1100", "gfx942"]
 CONFIGS = [(t, q) for t in TARGETS for q in ("pm4", "aql")]
 IDS = [f"{t}-{q}" for t, q in CONFIGS]
+DIAGONAL = [("gfx1100", "pm4"), ("gfx942", "aql")]  # where one example per config is enough
 N = 256  # iota over four workgroups of 64 work-items
 SCHEDULES = range(1, 13)  # explored schedules for data races (seeds of Explorer); 0 = the in-order default
 SPIN_SCHEDULES = range(1, 6)  # fewer for the spin tests: a livelock costs a detection each
@@ -428,7 +429,7 @@ def test_an_end_of_pipe_release_mem_is_not_written_while_the_dispatch_runs(rig):
     """The other side of the same rule: a RELEASE_MEM writing the spinner's flag is queued behind the spinner,
     so the spinner never sees it (a RELEASE_MEM that wrote when the CP reached it would be seen)."""
     for event in EOP_EVENTS.values():
-        for s in (0, 1, 2, 3):
+        for s in (0, 1, 2):
             got = bounded_spin_then(rig, s, lambda q, flag: rig.pm4(q, rig.eop(flag.va, PACKET_RELEASE, *event)))
             assert got == HELD_BACK, f"event {event}, schedule {s}"
 
@@ -438,7 +439,8 @@ def test_cs_partial_flush_waits_for_the_running_dispatch_under_every_schedule(ri
     queue has finished before processing further packets': the WRITE_DATA behind it can never release the
     spinner. Endless spinner: the machine livelocks, the host releases it, only then the WRITE_DATA runs."""
     flush_then_write = _write_flag(rig, before=(pm4.cs_partial_flush(),))
-    assert spin_then(rig, 0, flush_then_write) == (True, HOST_RELEASE, PACKET_RELEASE)
+    if (rig.target, rig.kind) in DIAGONAL:  # a livelock detection costs ~0.5 s: two configs are enough
+        assert spin_then(rig, 0, flush_then_write) == (True, HOST_RELEASE, PACKET_RELEASE)
     for s in (0, *SPIN_SCHEDULES):
         assert bounded_spin_then(rig, s, flush_then_write) == HELD_BACK, f"schedule {s}"
     # every earlier dispatch, not just the latest: a short kernel between the spinner and the flush
@@ -675,11 +677,11 @@ def test_an_end_of_pipe_timestamp_is_taken_after_the_kernel_ends(rig):
 # -- free-running: the GPU thread's own interleaving keeps the guarantees -----------------------------------
 
 
-@pytest.mark.parametrize("target, kind", [("gfx1100", "pm4"), ("gfx942", "aql")])
+@pytest.mark.parametrize("target, kind", DIAGONAL)
 def test_free_running_keeps_end_of_pipe_and_flush_guarantees(target, kind):
     r = Rig(target, kind, free_running=True)
     try:
-        for _ in range(3):
+        for _ in range(2):
             sa, sb = eop_signal(r, 0, "CACHE_FLUSH_AND_INV_TS")
             assert np.array_equal(sa, iota(1)) and np.array_equal(sb, iota(1001))
             assert np.array_equal(write_data_signal(r, 0, flush=True), iota(1))
