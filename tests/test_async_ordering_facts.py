@@ -1,24 +1,28 @@
 """Ordering of asynchronous dispatch, checked against HARDWARE_FACTS alone (sections 3.3, 4.6, 6.2, 6.3).
 
-Written from the facts and the public API only, without reading the engines. Each rule gets two kinds of test:
+Written from the facts and the public API only, before reading the engines. Each rule gets two kinds of test:
 
 * what hardware is ALLOWED to do must happen under at least one explored schedule (a WRITE_DATA after a
-  dispatch lands before the kernel's stores; two dispatches without CS_PARTIAL_FLUSH overlap; an AQL packet
-  without the barrier bit starts while an earlier dispatch runs). Failure mode: "never observed".
-* what hardware GUARANTEES must hold under every explored schedule (an end-of-pipe RELEASE_MEM writes after
-  every earlier dispatch's stores; CS_PARTIAL_FLUSH and the AQL barrier bit wait; the AQL completion signal
-  drops once, after the last wave; the CP does not stall on a dispatch, a RELEASE_MEM or an ACQUIRE_MEM;
+  dispatch lands before the kernel's stores; two dispatches without CS_PARTIAL_FLUSH or AQL barrier bit
+  overlap; the workgroups of a dispatch arrive out of launch order). Failure mode: "never observed".
+* what hardware GUARANTEES must hold under every explored schedule (an end-of-pipe RELEASE_MEM writes, and
+  takes its timestamp, after every earlier dispatch's stores; CS_PARTIAL_FLUSH and the AQL barrier bit wait
+  for every earlier dispatch of their own queue and for nothing else; the AQL completion signal drops once,
+  after the last wave; the CP does not stall on a dispatch, a RELEASE_MEM, an ACQUIRE_MEM or an IB return;
   the same seed gives the same trace).
 
 Observers are in the GPU, not the host: a second queue (or a later packet) waits on the signal with
-WAIT_REG_MEM and snapshots the kernel's output with one CP DMA_DATA, so what "visible when the signal was seen"
-means does not depend on when the host happens to look. Waits are proved with a kernel that spins on a flag
-a *later* packet writes: if that packet is held back by the rule, the machine livelocks (DeadlockError) and
-the host releases the kernel with a different value, so the value the kernel stored says who released it.
+WAIT_REG_MEM and snapshots the kernel's output with one CP DMA_DATA, so "visible when the signal was seen"
+does not depend on when the host happens to look. Waits are proved with a kernel that polls a flag a *later*
+packet writes: the endless spinner livelocks (DeadlockError; the host then releases it with a different
+value, so the value the kernel stored says who released it); the bounded spinner gives up after TRIES polls
+and stores the 0 it last saw (cheap: no livelock detection).
 
 Schedules: `Explorer`, an ExplicitChoices policy driven by a seeded RNG that picks the activity, its budget,
-the workgroup launch order and the issuing PC; plus the built-in seeded `random` policy; plus the in-order
-default. Both targets, PM4 and AQL queues.
+the workgroup launch order and the issuing PC; the in-order default (seed 0); the built-in seeded `random`
+policy (determinism); free-running (a smoke of the guarantees). Both targets, PM4 and AQL queues.
+The facts define RELEASE_MEM only with EVENT_INDEX 5 (end of pipe) and 6 (shader done); the emulator refuses
+others, so there is no "non-end-of-pipe RELEASE_MEM" to race (test at the end).
 """
 from __future__ import annotations
 
@@ -719,3 +723,19 @@ def test_same_policy_and_seed_give_a_byte_identical_trace(target, kind, policy, 
     first, second = traced_program(target, kind, policy, seed), traced_program(target, kind, policy, seed)
     assert first[0] == second[0] and first[1] == second[1]
     assert sum("dispatch kernel at" in ln for ln in first[0]) == 2
+
+
+def test_a_release_mem_that_is_not_end_of_pipe_or_shader_done_is_refused_not_run_early():
+    """Facts 3.3 RELEASE_MEM EVENT_INDEX: 5 = END_OF_PIPE, 6 = SHADER_DONE; nothing else is defined, so an
+    index 0 release is a fault naming the field, never a write that skips the wait."""
+    from hcqsim.errors import DeviceFault
+    r = Rig("gfx1100", "pm4")
+    try:
+        a, flag = r.buf(), r.buf(64)
+        q = r.kernel(r.dev.compute_queue(0), r.iota, [a, 1, N])
+        r.pm4(q, r.eop(flag.va, 1, event_index=0)).submit()
+        with pytest.raises(DeviceFault, match="RELEASE_MEM EVENT_INDEX 0"):
+            r.dev.synchronize()
+        assert u32(flag, 1)[0] == 0
+    finally:
+        r.close()
