@@ -1,6 +1,7 @@
 """Ordering of asynchronous dispatch, checked against HARDWARE_FACTS alone (sections 3.3, 4.6, 6.2, 6.3).
 
-Written from the facts and the public API only, before reading the engines. Each rule gets two kinds of test:
+The rules come from the facts and the public API only (the first version was written before reading the
+engines; they were read afterwards only to plant bugs and check each test catches one). Two kinds of test:
 
 * what hardware is ALLOWED to do must happen under at least one explored schedule (a WRITE_DATA after a
   dispatch lands before the kernel's stores; two dispatches without CS_PARTIAL_FLUSH or AQL barrier bit
