@@ -29,8 +29,13 @@ def test_fault_is_reported_on_the_next_call(device):
 def test_wait_nobody_satisfies_reports_a_deadlock_on_sim(device):
     gate, done = device.new_signal(0), device.new_signal(0)
     device.compute_queue().wait(gate, 1).signal(done, 1).submit()
-    with pytest.raises(DeadlockError) as info:
-        done.wait(1)
+    if getattr(getattr(device.os, "system", None), "free_running", False):
+        # free-running, another thread could still store the gate: the wait times out, as on hardware
+        with pytest.raises(DeviceTimeout) as info:
+            done.wait(1, timeout_ms=300)
+    else:
+        with pytest.raises(DeadlockError) as info:
+            done.wait(1)
     text = str(info.value)
     assert "WAIT_REG_MEM" in text and f"0x{gate.value_addr:x}" in text
 

@@ -89,5 +89,9 @@ def test_a_queue_waiting_on_its_own_later_signal_is_a_deadlock(device):
     a, b = device.new_signal(0), device.new_signal(0)
     device.copy_queue().wait(b, 1).signal(a, 1).submit()
     device.copy_queue().signal(b, 1).submit()  # behind the wait in the same ring: never reached
+    if getattr(getattr(device.os, "system", None), "free_running", False):
+        with pytest.raises(Exception, match="timed out"):  # free-running: as on hardware
+            a.wait(1, timeout_ms=300)
+        return
     with pytest.raises(Exception, match="deadlock"):
         a.wait(1)

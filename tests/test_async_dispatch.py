@@ -305,3 +305,52 @@ def test_cs_partial_flush_orders_dependent_kernels_under_every_order(explored):
     def check(choices):
         assert np.array_equal(run_producer_consumer(dev, chooser, choices, flush=True), 3 * EXPECTED)
     check()
+
+
+# -- the order of workgroups is a scheduler choice ---------------------------------------------------------
+
+# Work-item 0 of each workgroup takes a ticket from a counter: out[workgroup] = the order it ran in.
+TICKET_IR = """
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.workgroup.id.x()
+define amdgpu_kernel void @ticket(ptr addrspace(1) %counter, ptr addrspace(1) %out) {
+entry:
+  %wi = call i32 @llvm.amdgcn.workitem.id.x()
+  %wg = call i32 @llvm.amdgcn.workgroup.id.x()
+  %first = icmp eq i32 %wi, 0
+  br i1 %first, label %take, label %done
+take:
+  %t = atomicrmw add ptr addrspace(1) %counter, i32 1 monotonic
+  %p = getelementptr i32, ptr addrspace(1) %out, i32 %wg
+  store i32 %t, ptr addrspace(1) %p
+  br label %done
+done:
+  ret void
+}
+"""
+GROUPS = 8
+
+
+def ticket_order(policy, seed=0):
+    dev = open_device("sim", policy=policy, seed=seed)
+    try:
+        prog = dev.load_program(compile_llvm(TICKET_IR, dev.target), "ticket")
+        counter, out, done = dev.alloc(4096), dev.alloc(4096), dev.new_signal(0)
+        dev.compute_queue().exec(prog, [counter, out], 64 * GROUPS, 64).signal(done, 1).submit()
+        done.wait(1)
+        return list(u32(out, GROUPS))
+    finally:
+        dev.close()
+
+
+def test_workgroups_launch_in_the_cps_order_by_default():
+    assert ticket_order("run_to_block") == list(range(GROUPS))
+
+
+def test_a_policy_chooses_the_workgroup_order():
+    from hcqsim.gpu import ExplicitChoices
+    reverse = ExplicitChoices(lambda n: (0, 1 << 62), workgroups=lambda n: list(range(n))[::-1])
+    assert ticket_order(reverse) == list(range(GROUPS))[::-1]
+    orders = {tuple(ticket_order("random", seed)) for seed in range(4)}
+    assert all(sorted(o) == list(range(GROUPS)) for o in orders)
+    assert len(orders) > 1  # seeded random orders differ between seeds

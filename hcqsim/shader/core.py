@@ -36,9 +36,9 @@ VGPR_GRANULE = {"gfx1100": {32: 8, 64: 4}, "gfx942": {64: 8}}
 SCRATCH_GRANULE = {"gfx1100": (256, 0x7FFF), "gfx942": (1024, 0x1FFF)}  # TMPRING_SIZE.WAVESIZE unit, mask
 BATCH_BYTES = 48 << 20  # VGPR state per batch of workgroups
 # The runaway bound of one kernel: issue steps (one instruction issued for every wave at one PC) per dispatch,
-# across progress points. What costs host time is steps, not waves: ~10 us each, so the default is ~40-60 s of
+# across progress points. What costs host time is steps, not waves: 10-40 us each, so the default is ~20-90 s of
 # CPU. Configurable per GPU (`EmulatedGPU(max_kernel_steps=...)`, `gpu.shader_core.max_kernel_steps`).
-MAX_KERNEL_STEPS = 1 << 22
+MAX_KERNEL_STEPS = 1 << 21
 # A kernel that issues this many steps without finishing hands the scheduler a turn (a quantum): later packets of
 # its queue, other queues and the host run beside it. The in-order default runs shorter kernels to completion first.
 DISPATCH_QUANTUM = 4096
