@@ -78,6 +78,9 @@ OPTIONS = (
         action="store_true", dest="hcqsim_free_running", default=False,
         help="run the emulated GPUs on a background thread that notices doorbell stores by itself "
              "(not deterministic across host/GPU interleavings; see README)")),
+    Option("--hcqsim-seed", "--sim-seed", dict(
+        dest="hcqsim_seed", type=int, default=0, metavar="N",
+        help="seed of the emulated system (the random policy's choices and GPU seeds), printed in the header")),
     Option("--hcqsim-aql", "--aql", dict(
         action="store_true", dest="hcqsim_aql", default=False,
         help="the runtime's compute queues are COMPUTE_AQL queues (kernels as AQL dispatch packets, other "
@@ -129,7 +132,10 @@ def _name(config, canonical: str) -> str:
     return opt.alias if _alias_is_ours(config, opt) else opt.name
 
 
+@pytest.hookimpl(tryfirst=True)  # before hypothesis' own plugin loads --hypothesis-profile
 def pytest_configure(config):
+    if str(config.getoption("hypothesis_profile", None) or "").startswith("hcqsim-"):  # schedule-fuzzing profiles
+        __import__("hcqsim.strategies").strategies.register_profiles()
     config.addinivalue_line("markers", "sim_only: runs only on the emulator (hcqsim --device=sim)")
     config.addinivalue_line("markers", "hw_only: runs only on a real GPU (hcqsim --device=AMD)")
     config.addinivalue_line("markers", "no_sanitize: the hcqsim device fixtures of this test never use the "
@@ -200,6 +206,7 @@ def _device_header(config) -> str:
         return f"hcqsim: device {spec}"
     return (f"hcqsim: device {spec}, target {config.getoption('hcqsim_target')}, policy "
             f"{config.getoption('hcqsim_policy')}, sanitizer {'on' if _sanitize(config) else 'off'}"
+            f"{f', seed {seed}' if (seed := config.getoption('hcqsim_seed')) else ''}"
             f"{', free-running' if config.getoption('hcqsim_free_running') else ''}"
             f"{', AQL compute queues' if config.getoption('hcqsim_aql') else ''}")
 
@@ -214,7 +221,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _sim_options(config) -> dict:
-    opts = dict(target=config.getoption("hcqsim_target"), policy=config.getoption("hcqsim_policy"))
+    opts = dict(target=config.getoption("hcqsim_target"), policy=config.getoption("hcqsim_policy"),
+                seed=config.getoption("hcqsim_seed"))
     if config.getoption("hcqsim_free_running"):
         opts["free_running"] = True
     return opts

@@ -11,19 +11,24 @@
             out = my_pipeline(dev)
         assert out == expected
 
-`schedules()` draws a `FuzzCase` (a few fills, copies, kernels and host writes over small, overlapping buffers
-on one or two devices, optionally preceded by work still in flight on the device timeline); `Fuzzer.check`
-compiles it with the schedule compiler, runs it under an interleaving and compares every buffer with the
-sequential meaning computed here in numpy; a difference raises `RaceFound` carrying a `RaceReport`: the
-operations, the compiled queues (describe()), both effects and a seed for `replay(seed)`.
+A failure inside `using` carries a note: the interleaving as queue/packet steps, the packet trace of the run
+and a seed; `replay(seed, test_my_pipeline)` runs the test body again under exactly those choices.
+
+`schedules()` draws a `FuzzCase`: fills, copies, kernels and host writes over small buffers on one to three
+devices, with byte-granular, unaligned and partially overlapping ranges, parameters, several submits per queue
+(a small `batch_limit`), work still in flight on every device's timeline (peer writes included), and several
+runs of one compiled schedule that rebind buffers and change parameters. `Fuzzer.check` compiles it with the
+schedule compiler, runs it under an interleaving and compares every buffer with the sequential meaning computed
+here in numpy; a difference raises `RaceFound` carrying a `RaceReport`.
 
 `mutated(...)` switches on deliberately broken compiler rules (hcqsim.runtime.plan.MUTATIONS) so tests can show
 the fuzzer catches them. Profiles: `fuzz_settings()` is short and derandomized (CI, safe under pytest-xdist: no
-example database is written unless asked); HCQSIM_FUZZ=nightly runs long random searches, and
-HCQSIM_FUZZ_DB=/shared/dir stores failures in a directory example database every worker and machine reads.
+example database is written unless asked); HCQSIM_FUZZ=nightly (or pytest's `--hypothesis-profile
+hcqsim-nightly`) runs long random searches, and HCQSIM_FUZZ_DB=/shared/dir stores failures in a directory
+example database every worker and machine reads.
 
 Hypothesis is a test dependency: this module imports it at import time, and nothing in the runtime imports
-this module.
+this module. It does not import the emulator at import time (the pytest plugin registers the profiles).
 """
 from __future__ import annotations
 
@@ -35,35 +40,60 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from .errors import DeadlockError, DeviceFault
-from .gpu import ExplicitChoices
-from .kernels import code_object
 
 U32 = 0xFFFFFFFF
 BUFFER_BYTES = 64  # small buffers, so random ranges overlap often
-BUFFERS_PER_DEVICE = 3
-PRELUDE_QUEUE = 2  # hardware queue index for in-flight timeline work: one the schedules here never use
+BUFFERS_PER_DEVICE = 2
+MAX_DEVICES = 3
+PRELUDE_QUEUE = 3  # copy queue index for in-flight timeline work: one the schedules here never use
+COPY_QUEUES = 3  # copy queues a fuzzed schedule may use (0 .. 2)
 MAX_CHOICES = 48
+ALT = "'"  # "d0b1'" is the buffer a run may bind in place of d0b1
 
 # -- profiles ---------------------------------------------------------------------------------------------
 
+_QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+# no "explain" phase: it re-runs the shrunk failure dozens of times to say which parts matter (a third of a
+# mutation test's time), and the race report already says what happened
+_PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink]
 PROFILES = {
     # CI: a fixed, short search (the same examples on every worker and every run)
-    "default": dict(max_examples=60, derandomize=True, database=None, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]),
+    "default": dict(max_examples=100, derandomize=True, database=None, deadline=None, suppress_health_check=_QUIET,
+                    phases=_PHASES),
     # nightly: long random searches
-    "nightly": dict(max_examples=3000, derandomize=False, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]),
+    "nightly": dict(max_examples=3000, derandomize=False, deadline=None, suppress_health_check=_QUIET,
+                    phases=_PHASES),
 }
+HYPOTHESIS_PROFILE_PREFIX = "hcqsim-"  # PROFILES as hypothesis knows them: hcqsim-default, hcqsim-nightly
+
+
+def register_profiles() -> None:
+    """Register PROFILES with hypothesis as hcqsim-<name>, so `pytest --hypothesis-profile hcqsim-nightly`
+    selects one (fuzz_settings() follows the loaded profile). The pytest plugin calls this when it loads."""
+    for name, kw in PROFILES.items():
+        settings.register_profile(HYPOTHESIS_PROFILE_PREFIX + name, **kw)
+
+
+def _profile_name(profile: str | None) -> str:
+    if profile:
+        return profile
+    if os.environ.get("HCQSIM_FUZZ"):
+        return os.environ["HCQSIM_FUZZ"]
+    loaded = getattr(settings, "_current_profile", "") or ""
+    if loaded.startswith(HYPOTHESIS_PROFILE_PREFIX) and loaded[len(HYPOTHESIS_PROFILE_PREFIX):] in PROFILES:
+        return loaded[len(HYPOTHESIS_PROFILE_PREFIX):]
+    return "default"
 
 
 def fuzz_settings(profile: str | None = None, **overrides) -> settings:
-    """The settings of a fuzz profile: `profile`, else $HCQSIM_FUZZ, else "default". $HCQSIM_FUZZ_DB names a
-    shared directory example database (a failure found by any worker replays on all)."""
-    name = profile or os.environ.get("HCQSIM_FUZZ", "default")
+    """The settings of a fuzz profile: `profile`, else $HCQSIM_FUZZ, else the hypothesis profile pytest loaded
+    (`--hypothesis-profile hcqsim-<name>`), else "default". $HCQSIM_FUZZ_DB names a shared directory example
+    database (a failure found by any worker replays on all)."""
+    name = _profile_name(profile)
     if name not in PROFILES:
         raise ValueError(f"unknown fuzz profile {name!r}: {', '.join(PROFILES)}")
     kw = dict(PROFILES[name])
@@ -78,37 +108,138 @@ def fuzz_settings(profile: str | None = None, **overrides) -> settings:
 # -- the interleaving policy --------------------------------------------------------------------------------
 
 
-class Interleaver(ExplicitChoices):
+class Interleaver:
     """A scheduler policy (pass it as `policy=` to open_device / EmulatedGPU) driven by a list of choices
     `(which ready queue, how many packets)`; when the list runs out (or outside `using`), the first ready queue
-    runs until it blocks, as the default policy does. `taken` records the choices a run used."""
+    runs until it blocks, as the default policy does. Every decision is recorded (`steps`), so a failure can
+    be told as queue/packet steps (`steps_text`)."""
 
     name = "interleaver"
 
     def __init__(self):
-        super().__init__(self._pick)
         self.choices: list[tuple[int, int]] = []
         self.pos = 0
+        # (queue, its packet count, its GPU's trace length, budget, choice index or -1, ready count) per
+        # decision, or ("host", text) for what the host did in between (note())
+        self.steps: list[tuple] = []
+        self.queue_names: dict[tuple[int, int], str] = {}  # (GPU index, ring VA) -> the runtime's name
+        self.recording = False  # only inside using()
 
-    def _pick(self, n_ready: int) -> tuple[int, int]:
-        if self.pos < len(self.choices):
+    def choose(self, ready):
+        # a choice is spent only where there is one to make (two or more ready queues), so the drawn list
+        # steers the decisions that matter instead of the many where a single queue can run
+        if len(ready) > 1 and self.pos < len(self.choices):
             i, budget = self.choices[self.pos]
             self.pos += 1
-            return i % n_ready, budget
-        return 0, 1 << 62
+            q, budget, which = ready[i % len(ready)], max(1, budget), self.pos - 1
+        else:
+            q, budget, which = ready[0], 1 << 62, -1
+        if self.recording:
+            self.steps.append((q, q.packets, len(q.gpu.trace), budget, which, len(ready)))
+        return q, budget
+
+    def note(self, text: str) -> None:
+        """Record a host step between the GPU steps (what the host did, in the report's words)."""
+        if self.recording:
+            self.steps.append(("host", text))
+
+    def name_queues(self, devices) -> None:
+        """Learn the runtime's names of the devices' hardware queues ("compute0", "copy1"), for steps_text."""
+        for dev in devices:
+            for (engine, index), ring in getattr(dev, "_rings", {}).items():
+                self.queue_names[(dev.index, ring.ring_va)] = f"{engine}{index}"
 
     @contextlib.contextmanager
     def using(self, choices):
-        self.choices, self.pos = [tuple(c) for c in choices], 0
+        """Make the decisions of the block from `choices`. An exception leaving the block gets a note: the
+        steps, the packet trace since the block began and a seed for `replay(seed, test)`."""
+        self.choices, self.pos, self.steps, self.recording = [tuple(c) for c in choices], 0, [], True
         try:
             yield self
+        except BaseException as e:
+            if hasattr(e, "add_note") and not isinstance(e, RaceFound):  # a race report tells it already
+                e.add_note(self._failure_note())
+            raise
         finally:
-            self.choices, self.pos = [], 0
+            self.choices, self.pos, self.recording = [], 0, False
+
+    def _failure_note(self) -> str:
+        seed = encode_interleaving_seed(self.choices)
+        return "\n".join(["hcqsim interleaving of this failure (queue/packet steps):",
+                          *("  " + ln for ln in self.steps_text().splitlines()),
+                          "packet trace of the GPUs since the block began (last 60 lines each):",
+                          *("  " + ln for ln in trace_text(self.trace(), 60).splitlines()),
+                          f"replay: hcqsim.strategies.replay({seed!r}, <this test>)"])
+
+    def _gpus(self) -> list:
+        gpus = {id(s[0].gpu): s[0].gpu for s in self.steps if s[0] != "host"}
+        return sorted(gpus.values(), key=lambda g: g.index)
+
+    def snapshot(self):
+        """What steps_text needs, kept after the machine moves on: (steps, GPU -> its trace entries, names)."""
+        return list(self.steps), {id(g): list(g.trace) for g in self._gpus()}, dict(self.queue_names)
+
+    def steps_text(self) -> str:
+        """The recorded decisions as lines: `GPU 1 copy0 ran COPY_LINEAR, FENCE`; `host ...`."""
+        return steps_text((self.steps, {id(g): g.trace for g in self._gpus()}, self.queue_names))
+
+    def trace(self) -> dict[str, list[str]]:
+        """Packet trace lines of every GPU a recorded decision ran on, since the recording began."""
+        out = {}
+        for gpu in self._gpus():
+            first = next(s[2] for s in self.steps if s[0] != "host" and s[0].gpu is gpu)
+            out[gpu.label] = gpu.trace_lines()[first:]
+        return out
+
+
+def steps_text(snapshot) -> str:
+    """An Interleaver.snapshot() as lines, one per decision or host step."""
+    steps, traces, names = snapshot
+    gpu_steps = [i for i, s in enumerate(steps) if s[0] != "host"]
+    ends: dict[int, int] = {}  # step -> trace length where its GPU's next step began
+    last_on: dict[int, int] = {}
+    for i in gpu_steps:
+        g = id(steps[i][0].gpu)
+        if g in last_on:
+            ends[last_on[g]] = steps[i][2]
+        last_on[g] = i
+    lines = []
+    for i, s in enumerate(steps):
+        if s[0] == "host":
+            lines.append(f"host {s[1]}")
+            continue
+        q, _, start, budget, which, n_ready = s
+        trace = traces[id(q.gpu)]
+        end = ends.get(i, len(trace))
+        packets = [e[3][2].name for e in _trace_slice(trace, start, end) if e[2] == "packet" and e[1] == q.name]
+        ran = ", ".join(packets) if packets else "nothing (blocked)"
+        how = (f"choice {which}: queue {q.name} of {n_ready} ready, budget {budget}" if which >= 0
+               else f"default: first of {n_ready} ready, to block")
+        label = f"GPU {q.gpu.index} {names.get((q.gpu.index, q.ring_va), q.name)}"
+        lines.append(f"{label} ran {ran}  [{how}]")
+    return "\n".join(lines) if lines else "(no scheduling decisions)"
+
+
+def _trace_slice(trace, start: int, end: int) -> list:
+    n = len(trace)
+    return [trace[k - n] for k in range(start, min(end, n))] if start < n else []
+
+
+def trace_text(traces: dict[str, list[str]], limit: int | None = None) -> str:
+    lines = []
+    for label, tl in traces.items():
+        lines.append(f"{label}:")
+        shown = tl if limit is None or len(tl) <= limit else tl[-limit:]
+        if len(shown) < len(tl):
+            lines.append(f"  ... {len(tl) - len(shown)} earlier lines")
+        lines += ["  " + ln for ln in shown]
+    return "\n".join(lines) if lines else "(no GPU ran)"
 
 
 def interleavings(max_choices: int = MAX_CHOICES):
-    """Scheduling decisions: (ready-queue index, packet budget) pairs. Shrinks toward run-to-block."""
-    return st.lists(st.tuples(st.integers(0, 7), st.integers(1, 24)), max_size=max_choices)
+    """Scheduling decisions: (ready-queue index 0..7, packet budget 1..24) pairs. Shrinks toward run-to-block
+    (no choices)."""
+    return st.lists(_CHOICE, max_size=max_choices).map(lambda xs: [(x // 24, x % 24 + 1) for x in xs])
 
 
 # -- operation DAGs -----------------------------------------------------------------------------------------
@@ -120,29 +251,55 @@ FUZZ_KERNELS = {"inc": ([(True, True)], 0), "add": ([(True, False), (True, False
 
 @dataclass(frozen=True)
 class FuzzCase:
-    """Operations as plain data. Buffers are "d<k>b<j>" (device k, BUFFER_BYTES each). An op is
-    ("fill", buf, off, size, value) | ("copy", dst, doff, src, soff, size) | ("host_write", buf, off, [words])
+    """Operations as plain data. Buffers are "d<k>b<j>" (device k, BUFFER_BYTES each); "d<k>b<j>'" is the
+    buffer a run may bind in its place. An op is
+    ("fill", buf, off, size, value) | ("copy", dst, doff, src, soff, size) | ("host_write", buf, off, [bytes])
     | ("kernel", name, [[buf, off], ...], [scalars], n): n words from each buffer argument's offset.
-    `prelude`: fills and copies submitted straight to the device timeline before the schedule, still in
-    flight (gated) when it starts."""
+    A fill value or kernel scalar may be a parameter's name ("p0"). `params`: ((name, default), ...).
+    `prelude`: (device, fill or copy) submitted straight to that device's timeline before the first run, still
+    in flight (gated) when it starts. `runs`: per run of the one compiled schedule, (names rebound to their
+    primed buffer, ((param, value), ...))."""
 
     devices: int
     ops: tuple
     prelude: tuple = ()
+    batch_limit: int = 32
+    params: tuple = ()
+    runs: tuple = (((), ()),)
+
+    @property
+    def first_index(self) -> int:
+        """The schedule index of ops[0]: with a prelude, op 0 is the host opening its gates."""
+        return 1 if self.prelude else 0
 
     def text(self) -> str:
-        lines = [f"prelude #{i}: {_op_text(op)}  (timeline work in flight)" for i, op in enumerate(self.prelude)]
-        lines += [f"#{i}: {_op_text(op)}" for i, op in enumerate(self.ops)]
+        lines = []
+        if self.batch_limit != 32:
+            lines.append(f"batch_limit={self.batch_limit}")
+        if self.params:
+            lines.append("params: " + ", ".join(f"{n}={v}" for n, v in self.params))
+        lines += [f"prelude on GPU {k}: {_op_text(op)}  (timeline work in flight)" for k, op in self.prelude]
+        if self.prelude:
+            lines.append("#0: host opens the prelude gates")
+        lines += [f"#{i + self.first_index}: {_op_text(op)}" for i, op in enumerate(self.ops)]
+        if self.runs != (((), ()),):
+            for r, (rebound, params) in enumerate(self.runs):
+                what = [f"{n} -> {n}{ALT}" for n in rebound] + [f"{n}={v}" for n, v in params]
+                lines.append(f"run {r}: " + (", ".join(what) if what else "as compiled"))
         return "\n".join(lines)
+
+
+def _value_text(v) -> str:
+    return v if isinstance(v, str) else f"0x{v:08x}"
 
 
 def _op_text(op) -> str:
     if op[0] == "fill":
-        return f"fill {op[1]}[{op[2]}:{op[2] + op[3]}] = 0x{op[4]:08x}"
+        return f"fill {op[1]}[{op[2]}:{op[2] + op[3]}] = {_value_text(op[4])}"
     if op[0] == "copy":
         return f"copy {op[1]}[{op[2]}:{op[2] + op[5]}] <- {op[3]}[{op[4]}:{op[4] + op[5]}]"
     if op[0] == "host_write":
-        return f"host_write {op[1]}[{op[2]}:{op[2] + 4 * len(op[3])}] = {[hex(w) for w in op[3]]}"
+        return f"host_write {op[1]}[{op[2]}:{op[2] + len(op[3])}] = {bytes(op[3]).hex()}"
     _, name, bufs, scalars, n = op
     return f"kernel {name}({', '.join(f'{b}+{o}' for b, o in bufs)}{''.join(f', {s}' for s in scalars)}, n={n})"
 
@@ -151,52 +308,100 @@ def buffer_names(devices: int) -> list[str]:
     return [f"d{d}b{j}" for d in range(devices) for j in range(BUFFERS_PER_DEVICE)]
 
 
-@st.composite
-def _range(draw, words: int | None = None):
-    total = BUFFER_BYTES // 4
-    n = words or draw(st.integers(1, total))
-    off = draw(st.integers(0, total - n))
-    return 4 * off, 4 * n
+def all_buffer_names(devices: int) -> list[str]:
+    """The buffers of a case and the ones its runs may bind instead."""
+    return [n + alt for n in buffer_names(devices) for alt in ("", ALT)]
 
 
-@st.composite
-def _op(draw, names: list[str], kernels: bool, host: bool):
+# Strategies made once (hypothesis validates a strategy object on first use: building new ones per draw cost
+# more than the schedule run); a choice among n things is an index taken modulo n, shrinking to the first.
+_INDEX = st.integers(0, 255)
+_JITTER = st.integers(0, 2)  # 0, +1, -1 bytes from a cut
+_WORD = st.integers(0, U32)
+_SCALAR = st.integers(0, 1000)
+_COIN = st.booleans()
+_KEEP = st.integers(0, 7)  # 0: the operation is left out (what the shrinker aims for)
+_CUT = st.integers(1, BUFFER_BYTES - 1)
+_CHOICE = st.integers(0, 8 * 24 - 1)  # (ready-queue index 0..7, budget 1..24) as one number
+
+
+def _pick(draw, items):
+    return items[draw(_INDEX) % len(items)]
+
+
+def _cuts(draw) -> list[int]:
+    """Byte offsets ranges start and end near, shared by a case's ops, so partial overlaps (down to one byte)
+    are common."""
+    return sorted({0, BUFFER_BYTES} | {draw(_CUT) for _ in range(draw(st.integers(0, 4)))})
+
+
+def _range(draw, cuts: list[int], align: int, size: int | None = None) -> tuple[int, int]:
+    """(offset, size) in a buffer: ends at or next to a cut (byte-granular when align is 1)."""
+    jitter = (lambda: (0, 1, -1)[draw(_JITTER)]) if align == 1 else (lambda: 0)
+    clamp = lambda v, lo, hi: max(lo, min(hi, v))  # noqa: E731
+    if size is None:
+        lo = clamp(_pick(draw, cuts[:-1]) + jitter(), 0, BUFFER_BYTES - align) // align * align
+        hi = clamp(_pick(draw, cuts[1:]) + jitter(), lo + align, BUFFER_BYTES)
+        hi = min(-(-hi // align) * align, BUFFER_BYTES)
+        return lo, hi - lo
+    return clamp(_pick(draw, cuts) + jitter(), 0, BUFFER_BYTES - size) // align * align, size
+
+
+def _op(draw, names: list[str], cuts: list[int], params: list[str], kernels: bool, host: bool):
     kinds = ["fill", "copy"] + ["kernel"] * kernels + ["host_write"] * host
-    kind = draw(st.sampled_from(kinds))
-    buf = lambda: draw(st.sampled_from(names))  # noqa: E731
-    value = lambda: draw(st.integers(0, U32))  # noqa: E731
+    kind = _pick(draw, kinds)
+    value = lambda strat: _pick(draw, params) if params and draw(_COIN) else draw(strat)  # noqa: E731
     if kind == "fill":
-        off, size = draw(_range())
-        return ("fill", buf(), off, size, value())
+        off, size = _range(draw, cuts, 4)
+        return ("fill", _pick(draw, names), off, size, value(_WORD))
     if kind == "copy":
-        off, size = draw(_range())
-        soff, _ = draw(_range(size // 4))
-        return ("copy", buf(), off, buf(), soff, size)
+        off, size = _range(draw, cuts, 1)
+        soff, _ = _range(draw, cuts, 1, size)
+        dst, src = _pick(draw, names), _pick(draw, names)
+        if dst == src and soff < off + size and off < soff + size:  # one copy's own ranges never overlap: the
+            src = names[(names.index(dst) + 1) % len(names)]        # order within a copy is not its meaning
+        return ("copy", dst, off, src, soff, size)
     if kind == "host_write":
-        off, size = draw(_range())
-        return ("host_write", buf(), off, [value() for _ in range(size // 4)])
-    name = draw(st.sampled_from(sorted(FUZZ_KERNELS)))
+        off, size = _range(draw, cuts, 1)
+        return ("host_write", _pick(draw, names), off, list(draw(st.binary(min_size=size, max_size=size))))
+    name = _pick(draw, sorted(FUZZ_KERNELS))
     bargs, nscalars = FUZZ_KERNELS[name]
-    n = draw(st.integers(1, BUFFER_BYTES // 4))
-    device = draw(st.sampled_from(sorted({b[:2] for b in names})))  # a kernel's buffers on its own device
+    n = _range(draw, cuts, 4)[1] // 4
+    device = _pick(draw, sorted({b[:2] for b in names}))  # a kernel's buffers on its own device
     local = [b for b in names if b.startswith(device)]
-    args = [[draw(st.sampled_from(local)), draw(_range(n))[0]] for _ in bargs]
-    return ("kernel", name, args, [draw(st.integers(0, 1000)) for _ in range(nscalars)], n)
+    args = [[_pick(draw, local), _range(draw, cuts, 4, 4 * n)[0]] for _ in bargs]
+    return ("kernel", name, args, [value(_SCALAR) for _ in range(nscalars)], n)
 
 
 @st.composite
-def schedules(draw, *, max_ops: int = 6, devices: int | None = None, kernels: bool = True, host: bool = True,
-              prelude: bool = True):
-    """A FuzzCase: 1..max_ops operations over 3 small buffers per device, on 1 or 2 devices."""
-    ndev = devices or draw(st.integers(1, 2))
+def schedules(draw, *, max_ops: int = 8, devices: int | None = None, kernels: bool = True, host: bool = True,
+              prelude: bool = True, replays: bool = True, min_ops: int = 1):
+    """A FuzzCase: 1..max_ops operations (about max_ops / 2 on average) over 3 small buffers per device, on
+    `devices` (default: 1 to 3) devices; with `prelude`, fills and copies in flight on every device's timeline;
+    with `replays`, parameters and 1-3 runs that rebind buffers and change parameters."""
+    ndev = devices or _pick(draw, (1, 2, 1, 3, 2))  # one and two devices most: more of the ops then conflict
     names = buffer_names(ndev)
-    ops = draw(st.lists(_op(names, kernels, host), min_size=1, max_size=max_ops))
+    cuts = _cuts(draw)
+    params = []
+    if replays:
+        params = [(f"p{i}", draw(_SCALAR)) for i in range(draw(st.integers(0, 2)))]
+    pnames = [n for n, _ in params]
+    # a count, then each operation behind a keep number (0 drops it: the shrinker deletes any one operation by
+    # lowering its number, not only the last ones by lowering the count); a list strategy would average ~3 of 8
+    drawn = [(draw(_KEEP), _op(draw, names, cuts, pnames, kernels, host)) for _ in range(draw(st.integers(min_ops, max_ops)))]
+    ops = tuple(op for keep, op in drawn if keep or min_ops > 1) or (drawn[-1][1],)
+    batch_limit = (32, 1, 2)[draw(st.integers(0, 2))]
     pre = ()
     if prelude:
-        # in-flight work touches device 0's memory only: a schedule orders each device's memory after that
-        # device's timeline (docs/schedule.md rule 11-12), not after another device's work writing into it
-        pre = tuple(draw(st.lists(_op(buffer_names(1), False, False), max_size=2)))
-    return FuzzCase(ndev, tuple(ops), pre)
+        # on any device's timeline, writing any device's memory (a peer copy or fill into another's buffer)
+        pre = tuple((draw(st.integers(0, ndev - 1)), _op(draw, names, cuts, [], False, False))
+                    for _ in range(draw(st.integers(0, ndev + 1))))
+    runs = (((), ()),)
+    if replays:
+        runs = tuple((tuple(sorted({_pick(draw, names) for _ in range(draw(st.integers(0, 3)))})),
+                      tuple((n, draw(_SCALAR)) for n in pnames if draw(_COIN)))
+                     for _ in range(draw(st.integers(1, 3))))
+    return FuzzCase(ndev, ops, pre, batch_limit, tuple(params), runs)
 
 
 # -- the sequential meaning (numpy) -----------------------------------------------------------------------
@@ -205,37 +410,45 @@ def schedules(draw, *, max_ops: int = 6, devices: int | None = None, kernels: bo
 def initial_memory(devices: int) -> dict[str, np.ndarray]:
     """Word j of the k-th buffer starts as (k + 1) << 24 | j."""
     return {name: (((k + 1) << 24) + np.arange(BUFFER_BYTES // 4, dtype=np.uint64)).astype("<u4").view(np.uint8)
-            for k, name in enumerate(buffer_names(devices))}
+            for k, name in enumerate(all_buffer_names(devices))}
 
 
-def _apply(mem: dict, op) -> None:
+def _apply(mem: dict, op, bind=lambda n: n, param=lambda v: v) -> None:
     kind = op[0]
     if kind == "fill":
         _, b, off, size, v = op
-        mem[b][off:off + size] = np.full(size // 4, v, "<u4").view(np.uint8)
+        mem[bind(b)][off:off + size] = np.full(size // 4, int(param(v)) & U32, "<u4").view(np.uint8)
     elif kind == "copy":
         _, d, doff, s, soff, size = op
-        mem[d][doff:doff + size] = mem[s][soff:soff + size].copy()
+        mem[bind(d)][doff:doff + size] = mem[bind(s)][soff:soff + size].copy()
     elif kind == "host_write":
-        _, b, off, words = op
-        mem[b][off:off + 4 * len(words)] = np.asarray(words, "<u4").view(np.uint8)
+        _, b, off, data = op
+        mem[bind(b)][off:off + len(data)] = np.asarray(data, np.uint8)
     else:
         _, name, bufs, scalars, n = op
-        w = [mem[b][o:o + 4 * n].view("<u4").astype(np.uint64) for b, o in bufs]
+        w = [mem[bind(b)][o:o + 4 * n].view("<u4").astype(np.uint64) for b, o in bufs]
         if name == "inc":
             out, res = bufs[0], w[0] + 1
         elif name == "add":
             out, res = bufs[2], w[0] + w[1]
         else:
-            out, res = bufs[1], w[0] * scalars[0]
-        mem[out[0]][out[1]:out[1] + 4 * n] = (res & U32).astype("<u4").view(np.uint8)
+            out, res = bufs[1], w[0] * int(param(scalars[0]))
+        mem[bind(out[0])][out[1]:out[1] + 4 * n] = (res & U32).astype("<u4").view(np.uint8)
 
 
 def sequential_effects(case: FuzzCase) -> dict[str, bytes]:
-    """What the case means: the prelude, then every operation, one at a time in program order."""
+    """What the case means: the prelude, then for each run every operation, one at a time in program order,
+    on the buffers that run binds and with its parameter values."""
     mem = initial_memory(case.devices)
-    for op in case.prelude + case.ops:
+    for _, op in case.prelude:
         _apply(mem, op)
+    defaults = dict(case.params)
+    for rebound, params in case.runs:
+        values = defaults | dict(params)
+        bind = lambda n, r=frozenset(rebound): n + ALT if n in r else n  # noqa: E731
+        param = lambda v, vs=values: vs[v] if isinstance(v, str) else v  # noqa: E731
+        for op in case.ops:
+            _apply(mem, op, bind, param)
     return {k: v.tobytes() for k, v in mem.items()}
 
 
@@ -252,6 +465,19 @@ class RaceReport:
     mutations: tuple
     target: str
     seed: str = ""
+    recorded: tuple = ()  # (Interleaver.snapshot(), {GPU label: (gpu, trace entries)}), formatted on demand
+
+    @property
+    def steps(self) -> str:
+        """The interleaving as queue/packet steps."""
+        return steps_text(self.recorded[0]) if self.recorded else "(not recorded)"
+
+    @property
+    def trace(self) -> dict[str, list[str]]:
+        """GPU label -> packet trace lines of the failing run."""
+        if not self.recorded:
+            return {}
+        return {label: [gpu._format_trace(e) for e in entries] for label, (gpu, entries) in self.recorded[1].items()}
 
     @property
     def kind(self) -> str:
@@ -269,11 +495,12 @@ class RaceReport:
                 return f"buffer {name} byte {i}: sequential 0x{a[i]:02x}, this interleaving 0x{b[i]:02x}"
         return "none"
 
-    def text(self) -> str:
+    def text(self, trace_lines: int = 80) -> str:
         diverging = [n for n in sorted(self.expected) if self.expected[n] != self.seen.get(n, self.expected[n])]
         words = lambda b: " ".join(f"{w:08x}" for w in np.frombuffer(b, "<u4"))  # noqa: E731
         lines = [f"race: effects depend on the interleaving ({len(self.case.ops)} operations"
                  + (f", {len(self.case.prelude)} in flight before" if self.case.prelude else "")
+                 + (f", {len(self.case.runs)} runs" if len(self.case.runs) > 1 else "")
                  + (f"; mutations {', '.join(self.mutations)}" if self.mutations else "") + ")",
                  "operations:", *("  " + ln for ln in self.case.text().splitlines()),
                  "compiled queues (describe()):", *("  " + ln for ln in self.describe.splitlines()),
@@ -281,7 +508,10 @@ class RaceReport:
         for n in diverging:
             lines += [f"  {n} sequential:       {words(self.expected[n])}",
                       f"  {n} this interleaving: {words(self.seen[n])}"]
-        lines += [f"interleaving: {self.choices}",
+        lines += ["interleaving (queue/packet steps):", *("  " + ln for ln in self.steps.splitlines()),
+                  f"packet trace of the failing run (last {trace_lines} lines per GPU; report.trace has all):",
+                  *("  " + ln for ln in trace_text(self.trace, trace_lines).splitlines()),
+                  f"choices: {self.choices}",
                   f"replay: hcqsim.strategies.replay({self.seed!r})"]
         return "\n".join(lines)
 
@@ -307,16 +537,39 @@ def mutated(*names: str):
         plan.active_mutations = before
 
 
-def encode_seed(case: FuzzCase, choices, mutations, target: str) -> str:
-    doc = {"devices": case.devices, "ops": case.ops, "prelude": case.prelude, "choices": [list(c) for c in choices],
-           "mutations": list(mutations), "target": target}
+def _encode(doc: dict) -> str:
     return base64.urlsafe_b64encode(zlib.compress(json.dumps(doc).encode(), 9)).decode()
 
 
+def _decode(seed: str) -> dict:
+    try:
+        return json.loads(zlib.decompress(base64.urlsafe_b64decode(seed.encode())))
+    except (ValueError, zlib.error) as e:
+        raise ValueError(f"not an hcqsim replay seed: {seed[:40]!r}... ({e})") from None
+
+
+def encode_seed(case: FuzzCase, choices, mutations, target: str) -> str:
+    doc = {"kind": "schedule", "devices": case.devices, "ops": case.ops, "prelude": case.prelude,
+           "batch_limit": case.batch_limit, "params": case.params, "runs": case.runs,
+           "choices": [list(c) for c in choices], "mutations": list(mutations), "target": target}
+    return _encode(doc)
+
+
+def encode_interleaving_seed(choices) -> str:
+    """A seed for a user test's interleaving (`replay(seed, test)`)."""
+    return _encode({"kind": "interleaving", "choices": [list(c) for c in choices]})
+
+
 def decode_seed(seed: str) -> tuple[FuzzCase, list, tuple, str]:
-    doc = json.loads(zlib.decompress(base64.urlsafe_b64decode(seed.encode())))
+    doc = _decode(seed)
+    if doc.get("kind", "schedule") != "schedule":
+        raise ValueError("this seed is a user test's interleaving: replay(seed, test) runs it")
     tup = lambda ops: tuple(tuple(o) for o in ops)  # noqa: E731
-    case = FuzzCase(doc["devices"], tup(doc["ops"]), tup(doc["prelude"]))
+    prelude = tuple((k, tuple(op)) for k, op in doc["prelude"]) if doc["prelude"] and \
+        isinstance(doc["prelude"][0][0], int) else tuple((0, tuple(op)) for op in doc["prelude"])
+    runs = tuple((tuple(r), tuple(tuple(p) for p in ps)) for r, ps in doc.get("runs", [[[], []]]))
+    case = FuzzCase(doc["devices"], tup(doc["ops"]), prelude, doc.get("batch_limit", 32),
+                    tuple(tuple(p) for p in doc.get("params", ())), runs)
     return case, [tuple(c) for c in doc["choices"]], tuple(doc["mutations"]), doc["target"]
 
 
@@ -325,14 +578,15 @@ class Fuzzer:
     """Devices (opened once, with an Interleaver) and their buffers, reused by every example."""
 
     target: str = "gfx1100"
-    devices: int = 2
+    devices: int = MAX_DEVICES
     policy: Interleaver = field(default_factory=Interleaver)
 
     def __post_init__(self):
         from .runtime import open_devices
         self.devs = open_devices("sim", self.devices, target=self.target, policy=self.policy)
-        self.bufs = {name: self.devs[int(name[1])].alloc(BUFFER_BYTES) for name in buffer_names(self.devices)}
-        self.gate = self.devs[0].new_signal(0)
+        self.gpus = self.devs[0].os.system.gpus
+        self.bufs = {name: self.devs[int(name[1])].alloc(BUFFER_BYTES) for name in all_buffer_names(self.devices)}
+        self.gates = [d.new_signal(0) for d in self.devs]
         # every hardware queue a case may use exists from the start, in one order: the emulator's ready list
         # (and so what a choice means) must not depend on which earlier examples created which queue
         for d in self.devs:
@@ -340,8 +594,11 @@ class Fuzzer:
                 d.compute_queue(i).submit()
             for i in range(PRELUDE_QUEUE + 1):
                 d.copy_queue(i).submit()
+        self.policy.name_queues(self.devs)
         self.progs: dict = {}
         self.schedules = 0  # schedules compiled and run
+        self.runs = 0  # runs of them
+        self.ops = 0  # operations executed (ops x runs)
         self.last_describe = ""
 
     def close(self) -> None:
@@ -351,44 +608,68 @@ class Fuzzer:
     def _program(self, name: str, dev):
         key = (name, dev.index)
         if key not in self.progs:
+            from .kernels import code_object
             self.progs[key] = dev.load_program(code_object(name, dev.target), name)
         return self.progs[key]
 
     def _build(self, case: FuzzCase):
         from .runtime import Schedule, region
         devs = self.devs[:case.devices]
-        s = Schedule(devs)
+        s = Schedule(devs, copy_queues=COPY_QUEUES, batch_limit=case.batch_limit)
         for name in buffer_names(case.devices):
             s.name(self.bufs[name], name)
-        if case.prelude:  # the host opens the in-flight work's gate as the schedule starts (touches nothing)
-            s.host(lambda: setattr(self.gate, "value", 1), name="open prelude gate")
+        params = {n: s.param(n, v) for n, v in case.params}
+        p = lambda v: params[v] if isinstance(v, str) else v  # noqa: E731
+        if case.prelude:  # the host opens the in-flight work's gates as the schedule starts (touches nothing)
+            s.host(self._open_gates, name="open prelude gates")
         for op in case.ops:
             kind = op[0]
             if kind == "fill":
-                s.fill(region(self.bufs[op[1]], op[2], op[3]), op[4])
+                s.fill(region(self.bufs[op[1]], op[2], op[3]), p(op[4]))
             elif kind == "copy":
                 s.copy(region(self.bufs[op[1]], op[2], op[5]), region(self.bufs[op[3]], op[4], op[5]))
             elif kind == "host_write":
-                s.host_write(region(self.bufs[op[1]], op[2], 4 * len(op[3])), np.asarray(op[3], "<u4").tobytes())
+                s.host_write(region(self.bufs[op[1]], op[2], len(op[3])), _NotedBytes(self.policy, op))
             else:
                 _, name, bargs, scalars, n = op
                 dev = self.bufs[bargs[0][0]].device
                 rw = FUZZ_KERNELS[name][0]
                 regs = [region(self.bufs[b], o, 4 * n) for b, o in bargs]
-                s.kernel(self._program(name, dev), [self.bufs[b].offset(o) for b, o in bargs] + list(scalars) + [n],
-                         n, 64, reads=[r for r, (rd, _) in zip(regs, rw) if rd], writes=[r for r, (_, wr) in zip(regs, rw) if wr])
+                s.kernel(self._program(name, dev), [self.bufs[b].offset(o) for b, o in bargs]
+                         + [p(v) for v in scalars] + [n], n, 64,
+                         reads=[r for r, (rd, _) in zip(regs, rw) if rd],
+                         writes=[r for r, (_, wr) in zip(regs, rw) if wr])
         return s
 
+    def _open_gates(self) -> None:
+        self.policy.note("opened the prelude gates (the in-flight timeline work may run)")
+        for g in self.gates:
+            g.value = 1
+
     def _prelude(self, case: FuzzCase) -> None:
-        self.gate.value = 0
-        for op in case.prelude:
-            dev = self.devs[0]
-            q = dev.copy_queue(PRELUDE_QUEUE).wait(self.gate, 1)
+        for g in self.gates:
+            g.value = 0
+        previous = None
+        for k, op in case.prelude:
+            dev = self.devs[k]
+            names = (op[1],) if op[0] == "fill" else (op[1], op[3])
+            for n in names:  # a peer buffer must be mapped where the in-flight work runs
+                owner = self.bufs[n].device
+                if owner is not dev:
+                    owner.map_to(self.bufs[n], dev)
+            q = dev.copy_queue(PRELUDE_QUEUE).wait(self.gates[k], 1)
+            if previous is not None:  # in-flight work in list order (across devices too): what it means
+                prev_dev, sig, value = previous
+                if prev_dev is not dev:
+                    prev_dev.map_to(sig, dev)
+                q.wait(sig, value)
             if op[0] == "fill":
                 q.fill(self.bufs[op[1]].offset(op[2], op[3]), op[4], op[3])
             else:
                 q.copy(self.bufs[op[1]].offset(op[2], op[5]), self.bufs[op[3]].offset(op[4], op[5]), op[5])
-            q.signal(*dev.next_timeline()).submit()
+            sig, value = dev.next_timeline()
+            q.signal(sig, value).submit()
+            previous = dev, sig, value
 
     def effects(self, case: FuzzCase, choices=(), mutations=()) -> tuple[dict[str, bytes], str]:
         """(buffer bytes after the case ran under `choices`, describe() of its compiled schedule)."""
@@ -398,13 +679,20 @@ class Fuzzer:
         with mutated(*mutations):
             compiled = self._build(case).compile()
         self.last_describe = compiled.describe()
+        self.last_plan = compiled.plan
+        for gpu in self.gpus[:case.devices]:
+            gpu.trace.clear()  # the report's trace is this example's
         self._prelude(case)
+        used = _names_used(case)
         with self.policy.using(choices):
-            compiled.run()
-        for d in self.devs[:case.devices]:
-            d.synchronize()
+            for r, (rebound, params) in enumerate(case.runs):
+                rebound = [n for n in rebound if n in used]  # rebinding a buffer no op uses changes nothing
+                self.policy.note(f"launched run {r} (rings written, kick signal set)")
+                compiled.run(buffers={n: self.bufs[n + ALT] for n in rebound}, params=dict(params))
+                self.runs += 1
+                self.ops += len(case.ops)
         self.schedules += 1
-        return {n: self.bufs[n].view.tobytes() for n in buffer_names(case.devices)}, self.last_describe
+        return {n: self.bufs[n].view.tobytes() for n in all_buffer_names(case.devices)}, self.last_describe
 
     def check(self, case: FuzzCase, choices=(), mutations=()) -> None:
         """Raise RaceFound when the case's effects under `choices` differ from its sequential meaning."""
@@ -415,19 +703,65 @@ class Fuzzer:
             # a broken schedule may also hang or fault (e.g. a timeline written out of order): that is a finding
             # too; the machine is left stuck, so the next example gets fresh devices
             text = self.last_describe
-            self.close()
-            done = self.schedules
-            self.__post_init__()
-            self.schedules = done
             seen = {"(no effects)": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
-        if seen != expected:
-            report = RaceReport(case, text, expected, seen, [list(c) for c in choices], tuple(mutations), self.target)
-            report.seed = encode_seed(case, choices, mutations, self.target)
+            report = self._report(case, text, expected, seen, choices, mutations)
+            self._restart()
+        else:
+            report = self._report(case, text, expected, seen, choices, mutations) if seen != expected else None
+        if report is not None:  # one raise site: hypothesis takes a hang and a data race for the same failure
             raise RaceFound(report)
 
+    def _report(self, case, text, expected, seen, choices, mutations) -> RaceReport:
+        recorded = (self.policy.snapshot(), {g.label: (g, list(g.trace)) for g in self.gpus[:case.devices]})
+        report = RaceReport(case, text, expected, seen, [list(c) for c in choices], tuple(mutations), self.target,
+                            recorded=recorded)
+        report.seed = encode_seed(case, choices, mutations, self.target)
+        return report
 
-def replay(seed: str) -> RaceReport | None:
-    """Run a race report's seed again: its report when the race reproduces, None when it does not."""
+    def _restart(self) -> None:
+        counts = self.schedules, self.runs, self.ops
+        self.close()
+        self.__post_init__()
+        self.schedules, self.runs, self.ops = counts
+
+
+def _names_used(case: FuzzCase) -> set[str]:
+    used = set()
+    for op in case.ops:
+        if op[0] == "kernel":
+            used |= {b for b, _ in op[2]}
+        elif op[0] == "copy":
+            used |= {op[1], op[3]}
+        else:
+            used.add(op[1])
+    return used
+
+
+class _NotedBytes:
+    """A host write's data, taken at run time: tells the interleaver the host wrote it (a host step)."""
+
+    def __init__(self, policy: Interleaver, op):
+        self.policy, self.op, self.data = policy, op, bytes(op[3])
+
+    def __call__(self) -> bytes:
+        self.policy.note(f"wrote {_op_text(self.op)}")
+        return self.data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+def replay(seed: str, test=None):
+    """Run a seed again. A schedule fuzzer's seed (RaceReport.seed): its report when the race reproduces,
+    None when it does not. A user test's seed (from the note of a failure inside Interleaver.using) with the
+    test (a @given function, or any function of the choices): runs its body under those choices, so the
+    failure happens again, exactly."""
+    doc = _decode(seed)
+    if doc.get("kind", "schedule") == "interleaving":
+        if test is None:
+            raise ValueError("this seed is a user test's interleaving: pass the test, replay(seed, test)")
+        body = getattr(getattr(test, "hypothesis", None), "inner_test", test)
+        return body([tuple(c) for c in doc["choices"]])
     case, choices, mutations, target = decode_seed(seed)
     fz = Fuzzer(target, max(case.devices, 1))
     try:

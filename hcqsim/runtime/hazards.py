@@ -128,10 +128,11 @@ class HazardTracker:
             m = self._maps[id(region.buffer)] = _RangeMap()
         return m
 
-    def hazards(self, op: int, reads: Iterable[Region], writes: Iterable[Region], *, war: bool = True) -> list[Hazard]:
+    def hazards(self, op: int, reads: Iterable[Region], writes: Iterable[Region], *, war: bool = True,
+                waw: bool = True) -> list[Hazard]:
         """What operation `op` must wait for: RAW for bytes it reads that an earlier op wrote; WAW and WAR for
-        bytes it writes that an earlier op wrote or (the latest reader on each queue) read. `war=False` only
-        for the fuzzer's mutation tests (plan.MUTATIONS): a compiler that forgets write-after-read."""
+        bytes it writes that an earlier op wrote or (the latest reader on each queue) read. `war=False` /
+        `waw=False` only for the fuzzer's mutation tests (plan.MUTATIONS): a compiler that forgets one kind."""
         out: list[Hazard] = []
         for r in reads:
             m = self._maps.get(id(r.buffer))
@@ -143,7 +144,7 @@ class HazardTracker:
             m = self._maps.get(id(w.buffer))
             if m is not None and w.size:
                 for lo, hi, s in m.overlapping(w.offset, w.end):
-                    if s.writer is not None:
+                    if s.writer is not None and waw:
                         out.append(Hazard("WAW", s.writer, op, w.buffer, lo, hi))
                     for reader in s.readers.values() if war else ():
                         if reader != op:

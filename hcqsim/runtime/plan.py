@@ -6,8 +6,10 @@
   dropped when the queue already knows (directly or through an earlier wait) that the producer got there,
 - which operations signal (only those something waits for) and which of those wake the host,
 - how a queue's operations are cut into submits (`batch_limit`, doubling),
-- where a queue first touches another device's memory (it then waits for that device's entry point), and
-- one finalizer per device that waits for every queue that ran on or touched it and advances its timeline.
+- one finalizer per device of the schedule that waits for every queue that ran on or touched it and advances
+  that device's timeline.
+Every GPU queue starts after the timelines of all the schedule's devices (replay encodes those waits), so
+work still in flight on any of them -- a peer copy into another device's memory included -- comes first.
 The rules, with the reasons and what is left conservative, are in docs/schedule.md.
 """
 from __future__ import annotations
@@ -15,15 +17,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .hazards import Hazard, HazardTracker
+from .hazards import Hazard, HazardTracker, Region
 from .schedule import Operation
 
 MAX_BATCH = 4096  # operations per submit at most, however often the limit doubled
 
-# Deliberately broken rules, for the schedule fuzzer's mutation tests only (tests/test_schedule_fuzz.py sets them
+# Deliberately broken rules, for the schedule fuzzer's mutation tests only (tests/test_schedule_mutants.py sets them
 # through hcqsim.strategies.mutated): the fuzzer must catch each. Empty in normal use; a plan takes the set that is
-# active when it is made, so a compiled schedule keeps its behaviour.
-MUTATIONS = ("ignore_war", "elide_cross_queue_wait", "wait_older_signal", "drop_timeline_sync")
+# active when it is made, so a compiled schedule keeps its behaviour (replay reads `Plan.mutations`).
+MUTATIONS = {
+    "ignore_war": "write-after-read hazards are not tracked",
+    "ignore_waw": "write-after-write hazards are not tracked",
+    "range_end_inclusive": "a range's end is computed as offset + size - 1 and used as exclusive: its last byte is "
+                           "not tracked",
+    "elide_cross_queue_wait": "an operation's first cross-queue wait is left out",
+    "drop_cross_device_wait": "dependency waits on a queue of another device are left out",
+    "wait_older_signal": "waits target the producer's previous operation",
+    "knowledge_from_current_state": "a wait teaches the waiter what the producer knows now, not what it knew at "
+                                    "the awaited point",
+    "drop_timeline_sync": "queues do not wait for the device timelines at their start",
+    "batch_split_drops_signal": "the last operation of a submit that is not its queue's last does not signal",
+    "no_patch_on_rebind": "buffer addresses are patched into the command buffers only on the first run",
+    "no_param_patch": "parameters are patched into the command buffers only on the first run",
+}
 active_mutations: frozenset[str] = frozenset()
 
 
@@ -131,8 +147,9 @@ class _Planner:
         if q is None:
             q = self.queues[qid] = PlannedQueue(qid)
             self.known[qid] = {}
-            # a GPU queue starts by waiting for its device's timeline (the first-use synchronisation)
-            self.synced[qid] = set() if qid.is_host else {qid.device}
+            # a GPU queue starts by waiting for every device's timeline (the first-use synchronisation): work in
+            # flight on any of them, on its own memory or as a peer write into another's, is done first
+            self.synced[qid] = set() if qid.is_host else set(range(len(self.devices)))
             self.snap[(qid, 0)] = ({qid: 0}, frozenset(self.synced[qid]))
         return q
 
@@ -182,6 +199,8 @@ class _Planner:
         """The waits a broken compiler would emit, believing it emitted `waits` (mutation tests only)."""
         if "elide_cross_queue_wait" in self.mutations:
             waits = waits[1:]
+        if "drop_cross_device_wait" in self.mutations and not qid.is_host:
+            waits = [w for w in waits if w.queue.is_host or w.queue.device == qid.device]
         if "wait_older_signal" in self.mutations:
             waits = [Wait(w.queue, w.point - 1, w.reason, w.hazards, w.device) for w in waits]
             for w in waits:
@@ -192,6 +211,8 @@ class _Planner:
         known, synced = self.known[qid], self.synced[qid]
         for w in waits:
             k, sdevs = self.snap[(w.queue, w.point)]
+            if "knowledge_from_current_state" in self.mutations:  # (a mutation test's broken compiler)
+                k, sdevs = self.known[w.queue] | {w.queue: w.point}, frozenset(self.synced[w.queue])
             for p, v in k.items():
                 if known.get(p, -1) < v:
                     known[p] = v
@@ -208,7 +229,11 @@ class _Planner:
         step.wakes_host |= waiter_is_host
 
     def add(self, op: Operation) -> None:
-        hazards = self.tracker.hazards(op.index, op.reads, op.writes, war="ignore_war" not in self.mutations)
+        reads, writes = op.reads, op.writes
+        if "range_end_inclusive" in self.mutations:  # (a mutation test's broken compiler)
+            reads, writes = [_last_byte_lost(r) for r in reads], [_last_byte_lost(r) for r in writes]
+        hazards = self.tracker.hazards(op.index, reads, writes, war="ignore_war" not in self.mutations,
+                                       waw="ignore_waw" not in self.mutations)
         qid = self._assign(op, hazards)
         q = self.queue(qid)
         seq = len(q.steps) + 1
@@ -249,16 +274,13 @@ class _Planner:
         snap_known = dict(known)
         snap_known[qid] = seq
         self.snap[(qid, seq)] = (snap_known, frozenset(self.synced[qid]))
-        self.tracker.record(op.index, qid, op.reads, op.writes)
+        self.tracker.record(op.index, qid, reads, writes)
 
     def finish(self) -> Plan:
-        involved = {0}
-        for q in list(self.queues.values()):
-            if not q.id.is_host:
-                involved.add(q.id.device)
-            involved |= q.touched
+        # every device of the schedule gets a finalizer: its timeline advances past the schedule, and its entry
+        # queue is where the others' timeline waits are (so even a device the operations never use counts)
         finalizers = []
-        for d in sorted(involved):
+        for d in range(len(self.devices)):
             fq = entry_queue(d)
             self.queue(fq)
             primary = d == 0
@@ -278,6 +300,11 @@ class _Planner:
         for q in self.queues.values():
             q.batches = [] if q.id.is_host else _batches(len(q.steps), self.s.batch_limit)
         return Plan(self.devices, self.queues, self.steps, finalizers, self.mutations)
+
+
+def _last_byte_lost(r: Region) -> Region:
+    """The "range_end_inclusive" mutation: [offset, offset + size - 1] taken as a half-open range."""
+    return Region(r.buffer, r.offset, max(r.size - 1, 0))
 
 
 def _batches(n: int, limit: int) -> list[range]:
@@ -333,7 +360,7 @@ def describe(schedule, plan_: Plan) -> str:
     devs = plan_.devices
     lines = [f"schedule: {len(plan_.steps)} operations on {len(plan_.queues)} queues of {len(devs)} device(s); "
              f"{len(plan_.dependency_waits)} dependency waits, {len(plan_.sync_waits)} device-sync waits, "
-             f"{plan_.signals} signals, {plan_.submits} submits; every GPU queue starts after its device's timeline"]
+             f"{plan_.signals} signals, {plan_.submits} submits; every GPU queue starts after every device's timeline"]
     for qid, q in plan_.queues.items():
         head = f"{qid.label(devs)}:"
         if not qid.is_host:

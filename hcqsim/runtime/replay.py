@@ -21,6 +21,7 @@ from .hazards import Region, as_region
 from .plan import Plan, QueueId, Step, Wait, describe
 from .queues import ComputeQueue, CopyQueue, chunks
 from .schedule import Param, scalar_bytes
+from .schedule import _host_view as _schedule_host_view
 
 SLOT = 16  # bytes per schedule signal / per timestamp pair
 IB_ALIGN = 32  # SDMA IB base alignment (facts 5.2); PM4 needs 4
@@ -162,6 +163,9 @@ class CompiledSchedule:
         self.last_profile = None
         self._clock_offsets: dict[int, float] = {}
         self.host_times: dict[int, tuple[float, float]] = {}
+        self._timelines_mapped: set[tuple[int, int]] = set()  # (timeline signal VA, device index) mapped there
+        self._bound: dict[int, Any] = {}  # id(allocation) -> the buffer this run binds in its place
+        self._first_values: dict = {}
         self.runs = 0
 
     # -- state memory: schedule signals and timestamps ---------------------------------------------
@@ -298,14 +302,15 @@ class CompiledSchedule:
         dev = self.devices[qid.device]
         ib = _IB(dev.family, dev.sdma_version, qid.engine)
         compute = qid.engine == "compute"
-        if index == 0:  # the gate, then the first-use synchronisation with the device timeline
+        if index == 0:  # the gate, then the first-use synchronisation with every device's timeline
             self._wait(ib, dev, self._addr(self._kick), 1)
             if "drop_timeline_sync" not in self.plan.mutations:  # (a mutation test's broken compiler)
-                self._wait(ib, dev, 0, 0, patches={"addr": (("tl_addr", qid.device), 0),
-                                                      "ref": (("tl_wait", qid.device), 0)})
+                for d in range(len(self.devices)):
+                    self._wait(ib, dev, 0, 0, patches={"addr": (("tl_addr", d), 0), "ref": (("tl_wait", d), 0)})
             self._barrier(ib, dev, compute)
             if q.entry_signal:
                 self._signal(ib, dev, self._addr(self._slot_of[qid]), 1, wakes_host=True)
+        drop_last_signal = "batch_split_drops_signal" in self.plan.mutations and index < len(q.batches) - 1
         for i in steps:
             step = q.steps[i]
             for w in step.waits:
@@ -318,7 +323,7 @@ class CompiledSchedule:
             self._encode_op(ib, dev, step)
             if profile:
                 self._timestamp(ib, dev, compute, ts + 8)
-            if step.signal:
+            if step.signal and not (drop_last_signal and i == steps[-1]):  # (the mutation: a broken compiler)
                 self._signal(ib, dev, self._addr(self._slot_of[qid]), step.seq + 1, step.wakes_host)
         if index == len(q.batches) - 1 and q.finalizer is not None:
             for w in q.finalizer.waits:
@@ -455,13 +460,36 @@ class CompiledSchedule:
             for key, new in bound.items():
                 for d in self._mapped_on.get(key, ()):
                     _map(new, self.devices[d])
+            self._check_host_ops_follow(bound)
         for name, v in (params or {}).items():
             if name not in self.schedule.params:
                 raise KeyError(f"no parameter {name!r} (parameters: {sorted(self.schedule.params)})")
             values[("param", name)] = v
         for (d, nbytes) in self._scratch:
             values[("scratch", d, nbytes)] = self.devices[d].scratch_memory(nbytes).va
+        self._bound = bound
         return values
+
+    def _check_host_ops_follow(self, bound: dict) -> None:
+        """host_write / host_read follow a rebinding; a host function of the caller's own cannot (it holds its
+        buffers itself): refuse to rebind what one of those touches rather than run it on the old buffer."""
+        for step in self.plan.steps:
+            op = step.op
+            if op.kind == "host" and not op.rebindable:
+                for r in op.reads + op.writes:
+                    if id(r.buffer) in bound:
+                        raise ValueError(f"cannot rebind {self.schedule.buffer_name(r.buffer)}: host operation "
+                                         f"#{op.index} ({op.name}) touches it through its own code, which would "
+                                         f"still use the old buffer (use host_write / host_read)")
+
+    def _host_view(self, r: Region):
+        """The host view of a region in this run's binding (host_write / host_read)."""
+        buf = self._bound.get(id(r.buffer))
+        if buf is None:
+            return _schedule_host_view(r)
+        if buf.view is None:
+            raise ValueError(f"host operation on {buf!r}: the buffer is not host visible")
+        return buf.view[r.offset:r.end]
 
     def wait_idle(self) -> None:
         """Until the previous run finished (its command buffers may be patched again)."""
@@ -485,6 +513,9 @@ class CompiledSchedule:
             values[("tl_addr", d)] = sig.value_addr
             values[("tl_wait", d)] = v - 1
             values[("tl_final", d)] = v
+        self._map_timelines(timeline)
+        if self.runs and self.plan.mutations & {"no_patch_on_rebind", "no_param_patch"}:
+            values = self._stale(values)  # (a mutation test's broken compiler)
         self._kernargs.apply(values)
         variant.patches.apply(values)
         for qid in self.plan.queues:
@@ -503,9 +534,27 @@ class CompiledSchedule:
         _Slot(self._addr(self._kick)).value = 1
         self._run_host(values)
         self._last_run = [(self.devices[d], sig, v) for d, (sig, v) in timeline.items()]
+        if not self.runs:
+            self._first_values = values
         self.runs += 1
         self._profiled = profile
         return timeline[0]
+
+    def _map_timelines(self, timeline: dict) -> None:
+        """Every device's queues poll every other device's timeline signal: map its page there (once per signal;
+        a device's timeline moves to its shadow signal when the value wraps)."""
+        for e, (sig, _) in timeline.items():
+            for d, dev in enumerate(self.devices):
+                if d != e and (sig.va, d) not in self._timelines_mapped:
+                    self.devices[e].map_to(sig, dev)
+                    self._timelines_mapped.add((sig.va, d))
+
+    def _stale(self, values: dict) -> dict:
+        """What the "no_patch_on_rebind" / "no_param_patch" mutations patch after the first run: buffer
+        addresses / parameters as the first run left them (a compiler that forgot to patch on replay)."""
+        kinds = {k for m, k in (("no_patch_on_rebind", "buf"), ("no_param_patch", "param")) if m in self.plan.mutations}
+        first = self._first_values
+        return {k: first.get(k, v) if k[0] in kinds else v for k, v in values.items()}
 
     def _launch(self, qid: QueueId, ib: tuple[int, int], timeline: dict) -> None:
         dev = self.devices[qid.device]
@@ -537,7 +586,10 @@ class CompiledSchedule:
                 dev.wait_value(self._slot(w.queue), w.point + 1, f"host operation #{step.op.index} waiting for "
                                                                   f"{w.queue.label(self.devices)}")
             t0 = time.perf_counter()
-            step.op.fn()
+            if step.op.rebindable:
+                step.op.fn(self._host_view)
+            else:
+                step.op.fn()
             self.host_times[step.op.index] = (t0, time.perf_counter())
             if step.signal:
                 slot.value = step.seq + 1

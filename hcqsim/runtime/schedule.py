@@ -62,6 +62,9 @@ class Operation:
     nbytes: int = 0
     value: int | Param = 0
     fn: Callable | None = None
+    # host_write / host_read: fn(view_of) takes the host view of a region through `view_of`, so a run that
+    # rebinds the buffer (run(buffers=...)) reads or writes the bound one; other host functions cannot follow
+    rebindable: bool = False
 
 
 class Schedule:
@@ -174,19 +177,23 @@ class Schedule:
         """Write `data` (bytes-like, taken at run time if callable) into a host-visible buffer."""
         d = as_region(dst, 0, len(data) if not callable(data) else None)
 
-        def write():
+        def write(view_of=_host_view):
             raw = memoryview(data() if callable(data) else data).cast("B")
-            _host_view(d)[:len(raw)] = raw
-        return self.host(write, writes=[d], name=name)
+            view_of(d)[:len(raw)] = raw
+        op = self.host(write, writes=[d], name=name)
+        op.rebindable = True
+        return op
 
     def host_read(self, src, out: bytearray | memoryview, *, name: str = "host_read") -> Operation:
         """Copy a host-visible buffer's bytes into `out` once everything writing them is done."""
         out_mv = memoryview(out).cast("B")
         s = as_region(src, 0, len(out_mv))
 
-        def read():
-            out_mv[:] = _host_view(s)[:len(out_mv)].tobytes()
-        return self.host(read, reads=[s], name=name)
+        def read(view_of=_host_view):
+            out_mv[:] = view_of(s)[:len(out_mv)].tobytes()
+        op = self.host(read, reads=[s], name=name)
+        op.rebindable = True
+        return op
 
     # -- compile and reference ---------------------------------------------------------------------
 

@@ -1,0 +1,210 @@
+"""Ordinary ordering bugs in hand-written runtime code, fuzzed the way the README shows (an Interleaver policy,
+`interleavings()`, the default profile): each buggy version must be found, each fixed version must stay clean.
+
+With today's engine the fuzzer chooses only among queues that are ready at the same progress point, so a bug is
+found only where the racing queues are released together (here: behind one host "go" store, as runtimes that
+gate a batch of submits do). Bugs written the usual way -- submit in program order -- need host/GPU and
+cross-GPU interleaving (issue 16 item 1): every submit still drains the GPUs first, so those are strict xfails
+that turn into failures (and must be flipped) the day the engine lands.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from hcqsim.runtime import open_devices
+from hcqsim.strategies import Interleaver, fuzz_settings, interleavings
+
+N = 4096
+# only "not found" (pytest.raises' DID NOT RAISE) is the expected failure: any other error fails the test
+NEEDS_INTERLEAVING = pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
+                                       reason="needs host/GPU interleaving, issue 16 item 1")
+chooser = Interleaver()
+
+
+class Machine:
+    """Two emulated GPUs under the chooser, buffers reused by every example (reset each time)."""
+
+    def __init__(self):
+        self.d0, self.d1 = open_devices("sim", 2, policy=chooser)
+        self.a, self.b, self.c = (self.d0.alloc(N) for _ in range(3))
+        self.p = self.d1.alloc(N)  # on GPU 1
+        self.d1.map_to(self.p, self.d0)  # GPU 0's queues copy out of p, GPU 1's into a
+        self.d0.map_to(self.a, self.d1)
+
+    def reset(self):
+        for buf in (self.a, self.b, self.c, self.p):
+            buf.view[:N] = 0
+
+    def close(self):
+        self.d0.close()
+        self.d1.close()
+
+
+@pytest.fixture(scope="module")
+def m():
+    machine = Machine()
+    yield machine
+    machine.close()
+
+
+def search(m, program) -> None:
+    """The README's fuzzing loop over `program(m, signals)`; an AssertionError inside is a found race."""
+    @fuzz_settings()
+    @given(interleavings())
+    def prop(choices):
+        m.reset()
+        sigs = [m.d0.new_signal(0) for _ in range(4)]
+        try:
+            with chooser.using(choices):
+                program(m, sigs)
+        finally:
+            m.d0.synchronize()
+            m.d1.synchronize()
+            for s in sigs:
+                m.d0.free_signal(s)
+
+    prop()
+
+
+def words(buf, n=4):
+    return list(buf.view[:4 * n].view(np.uint32))
+
+
+# -- found today: the racing queues are released by one host store --------------------------------------
+
+
+def gated_fill_then_copy(m, s, fixed=False):
+    """Copy queue 0 fills a; copy queue 1 copies a -> b. Both wait for the host's go; the copy must also wait
+    for the fill's signal (the bug: it does not)."""
+    go, done = s[0], s[1]
+    m.d0.copy_queue(0).wait(go, 1).fill(m.a, 7, N).signal(done, 1).submit()
+    q = m.d0.copy_queue(1).wait(go, 1)
+    (q.wait(done, 1) if fixed else q).copy(m.b, m.a, N).signal(s[2], 1).submit()
+    go.value = 1
+    s[2].wait(1)
+    assert words(m.b) == [7] * 4
+
+
+def gated_overlapping_writers(m, s, fixed=False):
+    """Two copy queues write overlapping ranges of c (fill 1 then fill 2 in program order); the second must wait
+    for the first."""
+    go, first = s[0], s[1]
+    m.d0.copy_queue(0).wait(go, 1).fill(m.c, 1, N).signal(first, 1).submit()
+    q = m.d0.copy_queue(1).wait(go, 1)
+    (q.wait(first, 1) if fixed else q).fill(m.c.offset(0, 64), 2, 64).signal(s[2], 1).submit()
+    go.value = 1
+    s[2].wait(1)
+    first.wait(1)
+    assert words(m.c, 17) == [2] * 16 + [1]
+
+
+def gated_fill_racing_copy_out(m, s, fixed=False):
+    """A copy out of a (queue 0) and a fill of a (queue 1) on different queues: the fill must wait for the copy
+    (write after read)."""
+    go, copied = s[0], s[1]
+    m.a.view[:16] = 5
+    m.d0.copy_queue(0).wait(go, 1).copy(m.b, m.a, 16).signal(copied, 1).submit()
+    q = m.d0.copy_queue(1).wait(go, 1)
+    (q.wait(copied, 1) if fixed else q).fill(m.a, 9, 16).signal(s[2], 1).submit()
+    go.value = 1
+    s[2].wait(1)
+    copied.wait(1)
+    assert list(m.b.view[:16]) == [5] * 16
+
+
+# -- written the usual way: submit in program order (need host/GPU interleaving) --------------------------
+
+
+def copy_then_compute_read(m, s, fixed=False):
+    """A copy queue fills a; the compute queue copies a -> b with no cross-queue wait."""
+    m.d0.copy_queue(0).fill(m.a, 3, N).signal(s[0], 1).submit()
+    q = m.d0.compute_queue(0)
+    (q.wait(s[0], 1) if fixed else q).copy(m.b, m.a, N).signal(s[1], 1).submit()
+    s[1].wait(1)
+    assert words(m.b) == [3] * 4
+
+
+def host_reads_right_after_submit(m, s, fixed=False):
+    """The host reads b right after submit(), without waiting for the signal."""
+    m.d0.copy_queue(0).fill(m.b, 4, N).signal(s[0], 1).submit()
+    if fixed:
+        s[0].wait(1)
+    assert words(m.b) == [4] * 4
+
+
+def signal_value_reused_across_rounds(m, s, fixed=False):
+    """Two rounds signal the same value 1 on one signal: the second round's wait is satisfied by the first."""
+    for rnd in (1, 2):
+        value = rnd if fixed else 1
+        m.d0.copy_queue(0).fill(m.a, rnd, N).signal(s[0], value).submit()
+        m.d0.compute_queue(0).wait(s[0], value).copy(m.b, m.a, N).signal(s[1], rnd).submit()
+        s[1].wait(rnd)
+    assert words(m.b) == [2] * 4
+
+
+def gpu0_reads_a_peer_copy_from_gpu1(m, s, fixed=False):
+    """GPU 1's copy queue fills p (its memory); GPU 0 copies p -> b without waiting for it."""
+    done = m.d1.new_signal(0)
+    m.d1.map_to(done, m.d0)
+    try:
+        m.d1.copy_queue(0).fill(m.p, 6, N).signal(done, 1).submit()
+        q = m.d0.copy_queue(0)
+        (q.wait(done, 1) if fixed else q).copy(m.b, m.p, N).signal(s[0], 1).submit()
+        s[0].wait(1)
+        assert words(m.b) == [6] * 4
+    finally:
+        m.d1.synchronize()
+        m.d1.free_signal(done)
+
+
+def gpu1_reads_a_peer_copy_from_gpu0(m, s, fixed=False):
+    """The same with the GPUs swapped: GPU 0 fills a, GPU 1 copies a -> p without waiting."""
+    m.d0.map_to(s[0], m.d1)  # GPU 1 polls GPU 0's signal
+    m.d0.copy_queue(0).fill(m.a, 8, N).signal(s[0], 1).submit()
+    done = m.d1.new_signal(0)
+    try:
+        q = m.d1.copy_queue(0)
+        (q.wait(s[0], 1) if fixed else q).copy(m.p, m.a, N).signal(done, 1).submit()
+        done.wait(1)
+        assert words(m.p) == [8] * 4
+    finally:
+        m.d1.free_signal(done)
+
+
+def waits_on_the_wrong_signal(m, s, fixed=False):
+    """The consumer waits for an earlier, unrelated signal (already set) instead of the producer's."""
+    s[2].value = 1  # an earlier round's signal
+    m.d0.copy_queue(0).fill(m.a, 11, N).signal(s[0], 1).submit()
+    m.d0.compute_queue(0).wait(s[0] if fixed else s[2], 1).copy(m.b, m.a, N).signal(s[1], 1).submit()
+    s[1].wait(1)
+    assert words(m.b) == [11] * 4
+
+
+def waits_on_the_previous_timeline_value(m, s, fixed=False):
+    """After `run_async`-style timeline use, the host waits for the value before the one it just submitted."""
+    sig, value = m.d0.next_timeline()
+    m.d0.copy_queue(0).fill(m.b, 12, N).signal(sig, value).submit()
+    m.d0.wait_value(sig, value if fixed else value - 1, "timeline")
+    assert words(m.b) == [12] * 4
+
+
+FOUND_TODAY = [gated_fill_then_copy, gated_overlapping_writers, gated_fill_racing_copy_out]
+NEED_ENGINE = [copy_then_compute_read, host_reads_right_after_submit, signal_value_reused_across_rounds,
+               gpu0_reads_a_peer_copy_from_gpu1, gpu1_reads_a_peer_copy_from_gpu0, waits_on_the_wrong_signal,
+               waits_on_the_previous_timeline_value]
+BUGS = [pytest.param(b, id=b.__name__) for b in FOUND_TODAY] + \
+       [pytest.param(b, id=b.__name__, marks=NEEDS_INTERLEAVING) for b in NEED_ENGINE]
+
+
+@pytest.mark.parametrize("bug", BUGS)
+def test_the_fuzzer_finds_the_bug(m, bug):
+    with pytest.raises(AssertionError) as caught:
+        search(m, bug)
+    assert "hcqsim interleaving of this failure" in "\n".join(getattr(caught.value, "__notes__", []))
+
+
+@pytest.mark.parametrize("bug", [pytest.param(b, id=b.__name__) for b in FOUND_TODAY + NEED_ENGINE])
+def test_the_fixed_version_is_clean(m, bug):
+    search(m, lambda m_, s: bug(m_, s, fixed=True))
