@@ -42,8 +42,9 @@ class Machine:
         self.d1.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def m():
+    """A fresh machine per test, so what a search finds does not depend on the tests before it."""
     machine = Machine()
     yield machine
     machine.close()

@@ -57,8 +57,10 @@ def test_every_mutation_has_a_row():
     assert set(MUTANTS) == set(plan.MUTATIONS)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fuzzer():
+    """A fresh machine per test: what a search finds must not depend on which tests ran before on this worker
+    (ring positions and timeline values change packet counts, so budgets cut elsewhere)."""
     fz = Fuzzer("gfx1100")
     yield fz
     fz.close()
