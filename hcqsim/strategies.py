@@ -125,18 +125,29 @@ class Interleaver:
         self.queue_names: dict[tuple[int, int], str] = {}  # (GPU index, ring VA) -> the runtime's name
         self.recording = False  # only inside using()
 
+    host_turns = False  # True: a choice may also end the progress point (the host goes on while work runs)
+
     def choose(self, ready):
-        # a choice is spent only where there is one to make (two or more ready queues), so the drawn list
-        # steers the decisions that matter instead of the many where a single queue can run
-        if len(ready) > 1 and self.pos < len(self.choices):
+        """The scheduler's question: which ready activity (a queue, or a running dispatch's waves) advances, by
+        how much; (None, 0) hands the host a turn (with host_turns)."""
+        options = len(ready) + (1 if self.host_turns else 0)
+        # a choice is spent only where there is one to make (two or more options), so the drawn list steers
+        # the decisions that matter instead of the many where a single queue can run
+        if options > 1 and self.pos < len(self.choices):
             i, budget = self.choices[self.pos]
             self.pos += 1
-            q, budget, which = ready[i % len(ready)], max(1, budget), self.pos - 1
+            i %= options
+            if i == len(ready):
+                if self.recording:
+                    self.steps.append(("host", f"took a turn [choice {self.pos - 1}: {len(ready)} ready]"))
+                return None, 0
+            act, budget, which = ready[i], max(1, budget), self.pos - 1
         else:
-            q, budget, which = ready[0], 1 << 62, -1
+            act, budget, which = ready[0], 1 << 62, -1
         if self.recording:
-            self.steps.append((q, q.packets, len(q.gpu.trace), budget, which, len(ready)))
-        return q, budget
+            q = _queue_of(act)
+            self.steps.append((q, act, len(q.gpu.trace), budget, which, len(ready)))
+        return act, budget
 
     def note(self, text: str) -> None:
         """Record a host step between the GPU steps (what the host did, in the report's words)."""
@@ -192,6 +203,11 @@ class Interleaver:
         return out
 
 
+def _queue_of(act):
+    """The queue of a ready activity: itself, or the queue that launched a running dispatch."""
+    return act.queue if getattr(act, "kind", "queue") == "dispatch" else act
+
+
 def steps_text(snapshot) -> str:
     """An Interleaver.snapshot() as lines, one per decision or host step."""
     steps, traces, names = snapshot
@@ -208,11 +224,14 @@ def steps_text(snapshot) -> str:
         if s[0] == "host":
             lines.append(f"host {s[1]}")
             continue
-        q, _, start, budget, which, n_ready = s
+        q, act, start, budget, which, n_ready = s
         trace = traces[id(q.gpu)]
         end = ends.get(i, len(trace))
-        packets = [e[3][2].name for e in _trace_slice(trace, start, end) if e[2] == "packet" and e[1] == q.name]
-        ran = ", ".join(packets) if packets else "nothing (blocked)"
+        if act is not q:  # a running dispatch's waves advanced
+            ran = f"waves of dispatch #{getattr(act, 'seq', '?')} (up to {budget} issue steps)"
+        else:
+            packets = [e[3][2].name for e in _trace_slice(trace, start, end) if e[2] == "packet" and e[1] == q.name]
+            ran = ", ".join(packets) if packets else "nothing (blocked)"
         how = (f"choice {which}: queue {q.name} of {n_ready} ready, budget {budget}" if which >= 0
                else f"default: first of {n_ready} ready, to block")
         label = f"GPU {q.gpu.index} {names.get((q.gpu.index, q.ring_va), q.name)}"
