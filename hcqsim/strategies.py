@@ -166,7 +166,8 @@ class Interleaver:
         steps, the packet trace since the block began and a seed for `replay(seed, test)`."""
         self.choices, self.pos, self.steps, self.recording = [tuple(c) for c in choices], 0, [], True
         try:
-            yield self
+            with unsliced_waits():
+                yield self
         except BaseException as e:
             if hasattr(e, "add_note") and not isinstance(e, RaceFound):  # a race report tells it already
                 e.add_note(self._failure_note())
@@ -201,6 +202,22 @@ class Interleaver:
             first = next(s[2] for s in self.steps if s[0] != "host" and s[0].gpu is gpu)
             out[gpu.label] = gpu.trace_lines()[first:]
         return out
+
+
+@contextlib.contextmanager
+def unsliced_waits():
+    """Runtime waits inside the block sleep in one slice up to their timeout instead of 100 ms slices. On the
+    emulator at progress points a slice that runs out (a loaded machine) ends a progress point early, which
+    moves the boundaries of the GPUs' bounded steps and so the sequence of scheduling decisions: the same
+    choices would interleave differently depending on the machine's load. (Fixing that belongs to the engine;
+    this keeps a fuzz run a function of its choices.)"""
+    from .runtime import device
+    before = device.WAIT_SLICE_MS
+    device.WAIT_SLICE_MS = 1 << 30
+    try:
+        yield
+    finally:
+        device.WAIT_SLICE_MS = before
 
 
 def _queue_of(act):
