@@ -10,6 +10,7 @@ import ctypes
 import os
 import sys
 import time
+import weakref
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from ..boundary import (KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_P
                         PROT_READ, PROT_WRITE, OSBoundary)
 from ..errors import DeadlockError, DeviceClosedError, DeviceFault, DeviceTimeout, gpu_label
 from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, chunks
+from .names import buffer_label, creation_site, name_addresses, signal_label
 from .signal import SIGNAL_SIZE, Signal, check_signal_value
 from .topology import GpuNode, gpu_nodes
 
@@ -109,6 +111,10 @@ class Buffer:
     root: "Buffer | None" = None  # for a view: the allocation it is part of
     base_offset: int = 0  # for a view: where it starts in `root`
     freed_at: str | None = None  # where free() was called, once it was
+    # how failure reports name it (runtime/names.py); allocated_at is None for the runtime's own memory
+    name: str | None = None
+    allocated_at: str | None = None
+    number: int = 0
 
     @property
     def view(self) -> np.ndarray | None:
@@ -202,10 +208,15 @@ class Device:
         self._quarantine_bytes = 0
         self._graveyard: dict[int, tuple[int, str]] = {}  # va -> (size, "what, freed at where")
         self._pending_signals: list[Signal] = []  # freed, waiting for their last submissions to finish
+        # what failure reports can name (runtime/names.py): live signals by VA, loaded programs (weakly)
+        self._signals: dict[int, Signal] = {}
+        self._programs: list[weakref.ref] = []
+        self._object_number = 0
         self._timeline_submitted = 0  # the highest timeline value a successful submission signals
         self._bring_up()
         self.timeline_wrap = 1 << 32
-        self.timeline_signal, self._shadow_signal = self.new_signal(0), self.new_signal(0)
+        self.timeline_signal = self.new_signal(0, name=f"{self.label} timeline")
+        self._shadow_signal = self.new_signal(0, name=f"{self.label} timeline")
         self.timeline_value = 1  # the value the next timeline submission signals
         self._staging: list[Buffer] = []
         self._kernargs: Buffer | None = None
@@ -267,11 +278,24 @@ class Device:
             handle=buf.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=len(gpu_ids)))
         buf.mapped_on.update(gpu_ids)
 
-    def alloc(self, nbytes: int, *, host_visible: bool = True, uncached: bool = False) -> Buffer:
+    def alloc(self, nbytes: int, *, host_visible: bool = True, uncached: bool = False,
+              name: str | None = None) -> Buffer:
         """Device memory (VRAM, +PUBLIC when `host_visible`) or, `uncached`, coherent system memory (GTT).
-        Freed buffers of the same size and kind are reused (LRU)."""
+        Freed buffers of the same size and kind are reused (LRU). `name` (and the caller's line, recorded
+        here) is how failure reports name addresses inside it."""
         self._check_faults()
         expect(nbytes, int, "alloc: nbytes")
+        if name is not None:
+            expect(name, str, "alloc: name")
+        buf = self._alloc_memory(nbytes, host_visible, uncached)
+        buf.name, buf.allocated_at, buf.number = name, creation_site(), self._next_number()
+        return buf
+
+    def _next_number(self) -> int:
+        self._object_number += 1
+        return self._object_number
+
+    def _alloc_memory(self, nbytes: int, host_visible: bool, uncached: bool) -> Buffer:
         if nbytes <= 0:
             raise ValueError(f"allocation size must be a positive integer, got {nbytes!r} (on {self.label})")
         if uncached:
@@ -325,7 +349,7 @@ class Device:
         buf.freed_at = f"freed at {caller_location()}"
         view, buf.view = buf.view, None  # the freed object no longer reaches the memory
         if self.sanitize:
-            self._release(buf, quarantine=f"{buf!r}")
+            self._release(buf, quarantine=f"{buffer_label(buf)} {buf!r} allocated at {buf.allocated_at}")
             return
         cached = Buffer(self, buf.va, buf.size, buf.alloc_size, buf.flags, buf.handle, buf.mmap_offset, view,
                         buf.mapped_on)
@@ -386,13 +410,22 @@ class Device:
 
     # -- signals -----------------------------------------------------------------------------------
 
-    def new_signal(self, value: int = 0) -> Signal:
-        """A signal (16 bytes of coherent memory) starting at `value` (32 bits, as the GPU compares)."""
+    def new_signal(self, value: int = 0, *, name: str | None = None) -> Signal:
+        """A signal (16 bytes of coherent memory) starting at `value` (32 bits, as the GPU compares). Failure
+        reports name it by `name` (else `#number`) and the caller's line, recorded here."""
         check_signal_value(value, "new_signal value")
+        if name is not None:
+            expect(name, str, "new_signal: name")
         self._check_faults()
+        sig = self._new_signal(value, name)
+        self._signals[sig.va] = sig
+        return sig
+
+    def _new_signal(self, value: int, name: str | None) -> Signal:
+        site, number = creation_site(), self._next_number()
         if self.sanitize:  # a page of its own, so freeing it can really unmap it
             page = self._alloc(PAGE, UNCACHED_FLAGS | BASE_FLAGS)
-            sig = Signal(self, page.va, value)
+            sig = Signal(self, page.va, value, name=name, created_at=site, number=number)
             sig.page = page
             return sig
         if not self._free_signals:
@@ -402,7 +435,7 @@ class Device:
             self._signal_pages.append(page)
             self._signal_page_at[page.va] = page
             self._free_signals = [page.va + off for off in range(PAGE - SIGNAL_SIZE, -1, -SIGNAL_SIZE)]
-        sig = Signal(self, self._free_signals.pop(), value)
+        sig = Signal(self, self._free_signals.pop(), value, name=name, created_at=site, number=number)
         sig.page = self._signal_page_at[sig.va & ~(PAGE - 1)]
         return sig
 
@@ -428,10 +461,11 @@ class Device:
         if signal is self.timeline_signal or signal is self._shadow_signal:
             raise ValueError(f"free_signal: signal 0x{signal.va:x} is {self.label}'s timeline; it cannot be freed")
         signal.freed_at = f"freed at {caller_location()}"
+        self._signals.pop(signal.va, None)
         if self.sanitize:  # the signal has its page to itself
             page = signal.page
             page.freed_at = signal.freed_at
-            self._release(page, quarantine=f"signal 0x{signal.va:x}")
+            self._release(page, quarantine=f"{signal_label(signal)} 0x{signal.va:x} created at {signal.created_at}")
             return
         self._pending_signals.append(signal)
 
@@ -455,7 +489,9 @@ class Device:
         """Copy a code object's image into executable GPU memory; returns the kernel `name` as a Program."""
         from .program import load_program
         self._check_faults()
-        return load_program(self, code_object, name)
+        program = load_program(self, code_object, name)
+        self._programs = [ref for ref in self._programs if ref() is not None] + [weakref.ref(program)]
+        return program
 
     def kernarg_alloc(self, nbytes: int) -> tuple[int, np.ndarray]:
         """(address, uint8 view) of `nbytes` of kernarg memory, 64-byte aligned. The arena is reused from the
@@ -561,7 +597,7 @@ class Device:
         self.process.ioctl(K.AMDKFD_IOC_CREATE_QUEUE, args)
         doorbell = self._doorbell(args.doorbell_offset)
         ring_ = HardwareRing(self, engine, args.queue_id, ring.va, ring_size, ptrs.va + 8, ptrs.va, doorbell,
-                             self.new_signal(0))
+                             self.new_signal(0, name=f"{engine} queue {index} progress"))
         ring_.index = index
         self._rings[(engine, index)] = ring_
         return ring_
@@ -590,7 +626,7 @@ class Device:
                                  ctx_save_restore_size=sizes.cwsr_size, ctl_stack_size=sizes.ctl_stack_size)
         self.process.ioctl(K.AMDKFD_IOC_CREATE_QUEUE, args)
         ring_ = AqlRing(self, args.queue_id, ring.va, ring_size, q, self._doorbell(args.doorbell_offset),
-                        self.new_signal(0), ib.va)
+                        self.new_signal(0, name=f"compute queue {index} progress"), ib.va)
         ring_.index = index
         self._rings[("compute", index)] = ring_
         return ring_
@@ -612,7 +648,15 @@ class Device:
 
     def wait_value(self, signal: Signal, value: int, what: str, timeout_ms: int = 30_000) -> None:
         """Poll the signal, then sleep on KFD events; faults surface as DeviceFault, an emulated machine
-        that can no longer progress as DeadlockError, real hardware running out of time as DeviceTimeout."""
+        that can no longer progress as DeadlockError, real hardware running out of time as DeviceTimeout.
+        Their reports end with what the addresses in them are (runtime/names.py)."""
+        try:
+            self._wait_value(signal, value, what, timeout_ms)
+        except (DeadlockError, DeviceFault, DeviceTimeout) as e:
+            name_addresses(e, self)
+            raise
+
+    def _wait_value(self, signal: Signal, value: int, what: str, timeout_ms: int) -> None:
         self._check_open()
         if not isinstance(timeout_ms, (int, float)) or isinstance(timeout_ms, bool):
             raise TypeError(f"wait: timeout_ms must be a number of milliseconds, got {type(timeout_ms).__name__}")
@@ -696,6 +740,13 @@ class Device:
     def synchronize(self, timeout_ms: int = 30_000) -> None:
         """Wait until everything submitted so far has completed: the timeline and every queue's ring.
         After a queue faulted it raises DeviceFault with the original reports (what completes is unknown)."""
+        try:
+            self._synchronize(timeout_ms)
+        except (DeadlockError, DeviceFault, DeviceTimeout) as e:
+            name_addresses(e, self)
+            raise
+
+    def _synchronize(self, timeout_ms: int) -> None:
         self._check_open()
         self._check_faults()
         self._raise_if_faulted()

@@ -32,6 +32,9 @@ class Program:
     device: "Device"
     kernel: Kernel
     image: "Buffer"
+    # every kernel of the code object as (symbol, image offset of its code, code bytes), for failure reports
+    symbols: tuple[tuple[str, int, int], ...] = ()
+    loaded_at: str = "unknown location"  # the user's line that loaded it
 
     @property
     def descriptor_va(self) -> int:
@@ -51,12 +54,13 @@ def load_program(device: "Device", code_object: bytes | CodeObject, name: str) -
     if co.arch and co.arch != device.target:
         raise ValueError(f"code object is for {co.arch}, {device.label} is {device.target}")
     kernel = co.kernel(name)
-    buf = device.alloc(co.image_size, host_visible=True)
+    buf = device.alloc(co.image_size, host_visible=True, name=f"code object of {name}")
     if buf.va % co.image_alignment:
         raise ValueError(f"program memory at 0x{buf.va:x} is not {co.image_alignment}-byte aligned")
     image = co.image(base=buf.va)
     buf.view[:len(image)] = memoryview(image).cast("B")
-    return Program(device, kernel, buf)
+    symbols = tuple((k.name, k.code_offset, len(k.code)) for k in co.kernels)
+    return Program(device, kernel, buf, symbols, loaded_at=buf.allocated_at)
 
 
 GRID_LIMIT = 1 << 32  # grid sizes are 32-bit: AQL grid_size_x/y/z, DISPATCH_DIRECT dim_x/y/z

@@ -11,6 +11,7 @@ import numbers
 from typing import TYPE_CHECKING
 
 from ..errors import DeadlockError, DeviceFault, DeviceTimeout
+from .names import creation_site
 
 if TYPE_CHECKING:
     from .device import Device
@@ -33,8 +34,11 @@ def check_signal_value(value: int, what: str = "signal value") -> int:
 
 
 class Signal:
-    def __init__(self, device: "Device", va: int, value: int = 0):
+    def __init__(self, device: "Device", va: int, value: int = 0, *, name: str | None = None,
+                 created_at: str | None = None, number: int = 0):
         self.device, self.va = device, va
+        # how failure reports name it (runtime/names.py): `name` if given, else `#number`, and the user's line
+        self.name, self.created_at, self.number = name, created_at or creation_site(), number
         self.freed_at: str | None = None  # where free_signal was called, once it was
         self.page = None  # the Buffer (page) holding the slot, set by the device
         # engine -> ring submission seq of the last submission naming this signal: the slot may be handed
