@@ -125,8 +125,10 @@ def test_a_fault_in_a_freed_buffer_names_it_as_freed_never_as_live(device):
     finally:
         dev.close()
     what = section_of(e)[va]
-    assert what.startswith(f"freed memory (sanitizer): buffer 'gone' #{number} ")
-    assert f"allocated at {HERE}:{line}, freed at " in what and "fresh" not in str(e)
+    assert what.startswith(f"freed memory (sanitizer): Buffer(0x{va:x}, 256 B, ")
+    assert f"(buffer 'gone' #{number}, allocated at {HERE}:{line}), freed at " in what
+    assert f"{HERE}:{line + 2} in test_a_fault_in_a_freed" in what  # the free() line
+    assert "fresh" not in str(e)
     assert fresh.va != va
 
 

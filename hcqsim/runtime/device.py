@@ -349,7 +349,7 @@ class Device:
         buf.freed_at = f"freed at {caller_location()}"
         view, buf.view = buf.view, None  # the freed object no longer reaches the memory
         if self.sanitize:
-            self._release(buf, quarantine=f"{buffer_label(buf)} {buf!r} allocated at {buf.allocated_at}")
+            self._release(buf, quarantine=f"{buf!r} ({buffer_label(buf)}, allocated at {buf.allocated_at})")
             return
         cached = Buffer(self, buf.va, buf.size, buf.alloc_size, buf.flags, buf.handle, buf.mmap_offset, view,
                         buf.mapped_on)
@@ -465,7 +465,8 @@ class Device:
         if self.sanitize:  # the signal has its page to itself
             page = signal.page
             page.freed_at = signal.freed_at
-            self._release(page, quarantine=f"{signal_label(signal)} 0x{signal.va:x} created at {signal.created_at}")
+            self._release(page, quarantine=f"signal 0x{signal.va:x} ({signal_label(signal)}, "
+                                                    f"created at {signal.created_at})")
             return
         self._pending_signals.append(signal)
 
