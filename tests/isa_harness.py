@@ -951,6 +951,19 @@ def keep_accepted(arch: str, cases: list) -> tuple[list, list[str]]:
     return ok, [f"{c.line}: {_CODE[(arch, c.line)][1]}" for c in cases if _CODE[(arch, c.line)][0] is None]
 
 
+def group_accepted(arch: str, pending: list[tuple[str, object]], groups: dict[str, list],
+                   rejected: list[str]) -> None:
+    """Fill `groups` (key -> cases, in drawing order) with the pending (key, case) pairs LLVM's assembler
+    accepts, and `rejected` with the texts it refuses: one assembler batch for a whole test module."""
+    ok, bad = keep_accepted(arch, [c for _, c in pending])
+    accepted = {id(c) for c in ok}
+    for key, c in pending:
+        groups.setdefault(key, [])
+        if id(c) in accepted:
+            groups[key].append(c)
+    rejected.extend(bad)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # the report
 

@@ -17,7 +17,7 @@ import pytest
 
 import isa_harness
 import isa_reference as ref
-from isa_harness import keep_accepted, no_assembler_reason, sdwa_variants, verify
+from isa_harness import group_accepted, no_assembler_reason, sdwa_variants, verify
 
 ARCH = "gfx942"
 isa_harness.NAN_CLAMP = ref.ANY
@@ -149,13 +149,7 @@ S("vopc", "v_cmpx_class_f16", ("f16", "u16"), "bit", ref.cmp_class(F16), "V_CMPX
 
 
 def _assemble_groups() -> None:
-    ok, bad = keep_accepted(ARCH, [c for _, c in _PENDING])
-    accepted = {id(c) for c in ok}
-    for key, c in _PENDING:
-        GROUPS.setdefault(key, [])
-        if id(c) in accepted:
-            GROUPS[key].append(c)
-    REJECTED.extend(bad)
+    group_accepted(ARCH, _PENDING, GROUPS, REJECTED)
 
 
 _assemble_groups()

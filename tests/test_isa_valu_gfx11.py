@@ -8,7 +8,7 @@ import pytest
 
 import isa_harness
 import isa_reference as ref
-from isa_harness import (OMOD_TEXT, SRC_VGPRS, Check, Src, ValuCase, keep_accepted, operand_text, rng, variants,
+from isa_harness import (OMOD_TEXT, SRC_VGPRS, Check, Src, ValuCase, group_accepted, operand_text, rng, variants,
                          verify)
 
 ARCH = "gfx1100"
@@ -59,13 +59,7 @@ def _group(key: str, cases: list[ValuCase]) -> None:
 
 def _assemble_groups() -> None:
     """Keep the cases LLVM's assembler accepts: every text of the module in one assembler batch."""
-    ok, bad = keep_accepted(ARCH, [c for _, c in _PENDING])
-    accepted = {id(c) for c in ok}
-    for key, c in _PENDING:
-        GROUPS.setdefault(key, [])
-        if id(c) in accepted:
-            GROUPS[key].append(c)
-    REJECTED.extend(bad)
+    group_accepted(ARCH, _PENDING, GROUPS, REJECTED)
 
 
 for k, f in FLOATS.items():

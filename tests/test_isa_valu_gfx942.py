@@ -9,7 +9,7 @@ import pytest
 
 import isa_harness
 import isa_reference as ref
-from isa_harness import Check, keep_accepted, variants, verify
+from isa_harness import Check, group_accepted, variants, verify
 
 ARCH = "gfx942"
 isa_harness.NAN_CLAMP = ref.ANY
@@ -167,13 +167,7 @@ V("cvt", "v_cvt_pk_u8_f32", ("f32", "b32", "b32"), "b32", ref.cvt_pk_u8_f32, for
 
 
 def _assemble_groups() -> None:
-    ok, bad = keep_accepted(ARCH, [c for _, c in _PENDING])
-    accepted = {id(c) for c in ok}
-    for key, c in _PENDING:
-        GROUPS.setdefault(key, [])
-        if id(c) in accepted:
-            GROUPS[key].append(c)
-    REJECTED.extend(bad)
+    group_accepted(ARCH, _PENDING, GROUPS, REJECTED)
 
 
 _assemble_groups()
