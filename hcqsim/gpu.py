@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from .aql import QUEUE_READ_DISPATCH_ID, QUEUE_WRITE_DISPATCH_ID
+from .coherence import MemoryReport, ReportLog, check_model, make_model
 from .engines.aql import AQLQueue
 from .engines.command_processor import PM4Queue
 from .engines.queue import EngineQueue, Stream
@@ -193,14 +194,21 @@ class EmulatedGPU:
     >>> q.submit(pm4.write_data(buf.va, [1, 2])); gpu.run()
 
     `index` is its place in the machine and `gpu_id` what the driver calls it (the emulated KFD sets it);
-    `label` names the GPU in every message.
+    `label` names the GPU in every message. `memory_model` is "coherent" (default: one coherent copy), "report"
+    (coherent values, every access that could have seen a stale or not-written-back line recorded in
+    `memory_reports`) or "adversarial" (stale lines kept, dirty lines held until written back): docs/memory_model.md.
     """
 
     def __init__(self, target: str = "gfx1100", seed: int = 0, *, policy="run_to_block",
                  window: VaWindow | None = None, index: int = 0, gpu_id: int | None = None, autorun: bool = True,
                  trace_limit: int = 200_000, interrupt_limit: int = 200_000, max_packets_per_run: int = MAX_PACKETS_PER_RUN,
-                 cost: CostModel = CostModel(), shader: bool = True, max_kernel_steps: int | None = None):
+                 cost: CostModel = CostModel(), shader: bool = True, max_kernel_steps: int | None = None,
+                 memory_model: str = "coherent", memory_reports: list | None = None):
         self.target: Target = get_target(target)
+        self.memory_model = check_model(memory_model)
+        # MemoryReport records (hcqsim.coherence); an EmulatedSystem passes one list shared by its GPUs
+        self.memory_reports: list = [] if memory_reports is None else memory_reports
+        self._report_log = ReportLog(self.memory_reports)
         self.seed, self.index, self.gpu_id, self.autorun = seed, index, gpu_id, autorun
         self.label = gpu_label(index, gpu_id)
         self.rng = random.Random(seed)
@@ -208,6 +216,7 @@ class EmulatedGPU:
         self._own_window = window is None
         self.window = window or VaWindow()
         self.memory = AddressSpace()
+        self.coherence = make_model(self, memory_model, self._report_log)  # None when coherent: no cost at all
         self.queues: list[EngineQueue] = []
         self.clock = 0
         self.cost = cost
@@ -494,6 +503,13 @@ class EmulatedGPU:
         return [b for q in self.queues if (b := q.blocked_report())]
 
     # -- what engines call -------------------------------------------------------------------------
+
+    def add_memory_report(self, record: MemoryReport) -> MemoryReport:
+        """Record a memory-model hazard (any emulator part may: the cache model, the HDP write buffer). A repeat
+        of an earlier record's (kind, missing, writer, reader, level) widens that record instead."""
+        if not record.gpu:
+            record.gpu = self.label
+        return self._report_log.add(record)
 
     def tick(self, cost: int) -> None:
         self.clock += cost

@@ -81,6 +81,11 @@ OPTIONS = (
     Option("--hcqsim-seed", "--sim-seed", dict(
         dest="hcqsim_seed", type=int, default=0, metavar="N",
         help="seed of the emulated system (the random policy's choices and GPU seeds), printed in the header")),
+    Option("--hcqsim-memory-model", "--sim-memory-model", dict(
+        dest="hcqsim_memory_model", default="coherent", metavar="MODEL",
+        help="emulated cache model on sim: coherent (default), report (every access that could see a stale or "
+             "not-written-back line is recorded; a test that leaves records fails) or adversarial (stale lines "
+             "kept, dirty lines held until written back); docs/memory_model.md")),
     Option("--hcqsim-aql", "--aql", dict(
         action="store_true", dest="hcqsim_aql", default=False,
         help="the runtime's compute queues are COMPUTE_AQL queues (kernels as AQL dispatch packets, other "
@@ -88,6 +93,7 @@ OPTIONS = (
 )
 DEFAULTS = {o.dest: o.attrs["default"] for o in OPTIONS if "default" in o.attrs}
 _USED = pytest.StashKey[dict]()  # on a test item: the device options its fixtures opened devices with
+_MEMORY_REPORTS = pytest.StashKey[list]()  # on a test item: memory-model records its devices' systems left
 
 
 def pytest_addoption(parser, pluginmanager):
@@ -166,6 +172,13 @@ def _check_options(config) -> None:
             get_target(target)
         except ValueError as e:
             raise pytest.UsageError(f"{_name(config, '--hcqsim-target')}={target}: {e}") from None
+    model = config.getoption("hcqsim_memory_model")
+    if model != DEFAULTS["hcqsim_memory_model"]:
+        from .coherence import check_model  # the emulator's own list of model names; nothing is built
+        try:
+            check_model(model)
+        except ValueError as e:
+            raise pytest.UsageError(f"{_name(config, '--hcqsim-memory-model')}={model}: {e}") from None
     policy = config.getoption("hcqsim_policy")
     if policy != DEFAULTS["hcqsim_policy"]:
         import random
@@ -208,6 +221,7 @@ def _device_header(config) -> str:
             f"{config.getoption('hcqsim_policy')}, sanitizer {'on' if _sanitize(config) else 'off'}"
             f"{f', seed {seed}' if (seed := config.getoption('hcqsim_seed')) else ''}"
             f"{', free-running' if config.getoption('hcqsim_free_running') else ''}"
+            f"{f', memory model {model}' if (model := config.getoption('hcqsim_memory_model')) != 'coherent' else ''}"
             f"{', AQL compute queues' if config.getoption('hcqsim_aql') else ''}")
 
 
@@ -225,13 +239,18 @@ def _sim_options(config) -> dict:
                 seed=config.getoption("hcqsim_seed"))
     if config.getoption("hcqsim_free_running"):
         opts["free_running"] = True
+    if config.getoption("hcqsim_memory_model") != "coherent":
+        opts["memory_model"] = config.getoption("hcqsim_memory_model")
     return opts
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    if report.failed:
+    reports = item.stash.get(_MEMORY_REPORTS, None) if call.when == "teardown" else None
+    if report.failed and reports:  # the fixture's teardown failed the test for what the memory model recorded
+        report.sections.append(("hcqsim memory model", memory_model_section(reports)))
+    elif report.failed:
         systems = _live_systems()
         if systems:
             report.sections.append(("hcqsim machine state", "\n\n".join(machine_state(s) for s in systems)))
@@ -256,6 +275,30 @@ def _sanitizer_note(config, used: dict) -> str:
     return (f"off {why}: a GPU access to freed memory or a freed signal passes silently (it may land in the "
             f"next owner's data); {how}, or open_device('sim', sanitize=True), to make it a VM fault naming "
             f"the buffer and where it was freed").replace("off :", "off:")
+
+
+# -- the memory-model section ------------------------------------------------------------------------------
+
+def memory_model_section(reports: list) -> str:
+    """The records a test left (hcqsim.coherence.MemoryReport), each as its readable text."""
+    head = f"{len(reports)} record(s): an access that could have seen a stale cache line or a write not yet " \
+           f"written back (docs/memory_model.md)"
+    return "\n\n".join([head, *(str(r) for r in reports)])
+
+
+def _check_memory_reports(request, devices: list) -> None:
+    """Teardown of a sim fixture: a test whose systems recorded memory-model hazards fails here."""
+    seen, reports = set(), []
+    for dev in devices:
+        system = getattr(getattr(dev, "os", None), "system", None)
+        if system is None or id(system) in seen:
+            continue
+        seen.add(id(system))
+        reports += list(getattr(system, "memory_reports", ()))
+    if reports:
+        request.node.stash[_MEMORY_REPORTS] = reports
+        pytest.fail(f"hcqsim memory model: the test left {len(reports)} record(s) (see the 'hcqsim memory "
+                    f"model' section); the first:\n{reports[0]}", pytrace=False)
 
 
 # -- the machine-state section ---------------------------------------------------------------------------
@@ -332,6 +375,7 @@ def device(request, device_spec):
     yield dev
     if kind == "sim":
         dev.close()
+        _check_memory_reports(request, [dev])
 
 
 @pytest.fixture
@@ -348,3 +392,4 @@ def devices(request, device_spec):
     if kind == "sim":
         for d in devs:
             d.close()
+        _check_memory_reports(request, devs)

@@ -15,7 +15,8 @@ import pytest
 LANGUAGE = ["hcqsim.pm4", "hcqsim.sdma", "hcqsim.aql", "hcqsim.kfd_uapi", "hcqsim.drm_uapi", "hcqsim.boundary",
             "hcqsim.registers", "hcqsim.compare", "hcqsim.atomics", "hcqsim.fields", "hcqsim.errors", "hcqsim.targets",
             "hcqsim.trace_events"]
-EMULATOR_PREFIXES = ("hcqsim.gpu", "hcqsim.engines", "hcqsim.kfd", "hcqsim.shader", "hcqsim.memory")
+EMULATOR_PREFIXES = ("hcqsim.gpu", "hcqsim.engines", "hcqsim.kfd", "hcqsim.shader", "hcqsim.coherence",
+                     "hcqsim.memory")
 RUNTIME_PREFIXES = ("hcqsim.runtime",)
 # Every module of the runtime package, listed explicitly: a module only some code path imports (aql_ring,
 # loaded when a device has AQL queues) is checked like the package itself.
@@ -71,6 +72,7 @@ def test_the_runtime_aql_path_loads_no_emulator_module():
 
 @pytest.mark.parametrize("module, below", [
     ("hcqsim.shader.core", ("hcqsim.engines", "hcqsim.gpu", "hcqsim.kfd")),  # the core sits below the engines
+    ("hcqsim.coherence.model", ("hcqsim.shader", "hcqsim.engines", "hcqsim.gpu", "hcqsim.kfd")),  # left of memory
     ("hcqsim.engines.queue", ("hcqsim.gpu", "hcqsim.kfd")),  # engines sit below the GPU that schedules them
     ("hcqsim.engines.command_processor", ("hcqsim.gpu", "hcqsim.kfd")),
     ("hcqsim.engines.aql", ("hcqsim.gpu", "hcqsim.kfd")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import weakref
 
+from ..coherence import check_model
 from ..errors import BlockedQueue
 from ..gpu import EmulatedGPU
 from ..memory import VaWindow
@@ -31,12 +32,15 @@ class EmulatedSystem:
     host stores with GPU packets (and so traces and timestamps across queues fed by the host) depends on thread
     timing; a seeded policy still orders what is ready at each step. `close()` joins the thread.
 
+    `memory_model` ("coherent", "report", "adversarial") is every GPU's cache model; `memory_reports` collects the
+    records of all of them (docs/memory_model.md).
+
     Every driver entry (ioctl, mmap, munmap, doorbell, queries) and every engine step holds `lock`; `cond`
     (on the same lock) is notified whenever an event fires or work may have arrived."""
 
     def __init__(self, num_gpus: int = 1, target: str = "gfx1100", seed: int = 0, policy="run_to_block",
                  vram_size: int = 16 << 30, free_running: bool = False, idle_policy: IdlePolicy = IdlePolicy(),
-                 kernel_version: tuple[int, int] = KERNEL_VERSION):
+                 kernel_version: tuple[int, int] = KERNEL_VERSION, memory_model: str = "coherent"):
         if num_gpus < 1:
             raise ValueError("an emulated system needs at least one GPU")
         # the amdkfd whose rules CREATE_QUEUE follows: the current exact ones by default; (6, 11) or older accepts
@@ -49,10 +53,13 @@ class EmulatedSystem:
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self.free_running = bool(free_running)
+        self.memory_model = check_model(memory_model)  # before any resource is taken: a bad name loses nothing
+        self.memory_reports: list = []  # MemoryReport records of every GPU (hcqsim.coherence), in order
         self.window = VaWindow()
         self.gpu_ids = make_gpu_ids(self.target.name, num_gpus)
         self.gpus = [EmulatedGPU(target, seed=seed + i, index=i, gpu_id=self.gpu_ids[i], window=self.window,
-                                 policy=policy, autorun=not free_running) for i in range(num_gpus)]
+                                 policy=policy, autorun=not free_running, memory_model=memory_model,
+                                 memory_reports=self.memory_reports) for i in range(num_gpus)]
         self.props = [gpu_node_properties(self.target, i, num_gpus) for i in range(num_gpus)]
         sizes = queue_sizes(self.target)
         devices = [ProcessDevice(i, g, self.gpu_ids[i], self.props[i], sizes) for i, g in enumerate(self.gpus)]
