@@ -94,8 +94,11 @@ class Allocation:
 # `choose(ready) -> (activity, budget)`: budget is packets for a queue, issue steps for a dispatch (capped at
 # DISPATCH_QUANTUM); `(None, 0)` hands control back to the host (the progress point ends there). Optional hooks a
 # policy may define: `workgroup_order(n_groups) -> permutation | None` (launch order of a dispatch's workgroups,
-# None: the CP's order) and `choose_waves(n_pcs) -> index` (which of the distinct PCs of runnable waves issues
-# next, sorted ascending; without the hook the lowest PC issues first).
+# None: the CP's order), `choose_waves(n_pcs) -> index` (which of the distinct PCs of runnable waves issues
+# next, sorted ascending; without the hook the lowest PC issues first) and `split_waves(n_waves) -> index | None`
+# (asked when n_waves > 1 waves sit at that PC: index i issues only the i-th of them, in wave order, ahead of the
+# others; None, or no hook, issues them all together in wave order). Waves of one workgroup (and of different
+# workgroups) thus reach memory in any order a policy picks.
 
 
 class RunToBlock:
@@ -124,12 +127,15 @@ class RoundRobin:
 
 class SeededRandom:
     """A random ready activity and a random budget of 1..max_budget, a random workgroup order (up to
-    `max_shuffle` workgroups) and a random PC to issue next, all from one seeded generator."""
+    `max_shuffle` workgroups), a random PC to issue next and, with chance `split_chance`, one random wave of it
+    issuing ahead of the others, all from one seeded generator."""
 
     name = "random"
 
-    def __init__(self, rng: random.Random, max_budget: int = 4, max_shuffle: int = 4096):
+    def __init__(self, rng: random.Random, max_budget: int = 4, max_shuffle: int = 4096,
+                 split_chance: float = 0.125):
         self.rng, self.max_budget, self.max_shuffle = rng, max_budget, max_shuffle
+        self.split_chance = split_chance
 
     def choose(self, ready: list) -> tuple:
         return self.rng.choice(ready), self.rng.randint(1, self.max_budget)
@@ -144,21 +150,28 @@ class SeededRandom:
     def choose_waves(self, n_pcs: int) -> int:
         return self.rng.randrange(n_pcs)
 
+    def split_waves(self, n_waves: int) -> int | None:
+        # rarely, so waves that split apart mostly issue together again (each split costs issue steps)
+        return self.rng.randrange(n_waves) if self.rng.random() < self.split_chance else None
+
 
 class ExplicitChoices:
     """Choices supplied from outside (hypothesis draws them): `pick(n) -> (index, budget)` over the ready
     activities; with `host_turns`, index n_ready (of n = n_ready + 1) ends the progress point, handing control
-    back to the host. `waves(n_pcs) -> index` and `workgroups(n_groups) -> permutation | None`, when given,
-    choose inside dispatches."""
+    back to the host. `waves(n_pcs) -> index`, `split(n_waves) -> index | None` and `workgroups(n_groups) ->
+    permutation | None`, when given, choose inside dispatches (the policy hooks above)."""
 
     name = "explicit"
     host_turns = False
 
     def __init__(self, pick: Callable[[int], tuple[int, int]], *, waves: Callable[[int], int] | None = None,
-                 workgroups: Callable[[int], list[int] | None] | None = None):
+                 workgroups: Callable[[int], list[int] | None] | None = None,
+                 split: Callable[[int], int | None] | None = None):
         self.pick = pick
         if waves is not None:
             self.choose_waves = waves
+        if split is not None:
+            self.split_waves = split
         if workgroups is not None:
             self.workgroup_order = workgroups
 

@@ -20,7 +20,7 @@ value, so the value the kernel stored says who released it); the bounded spinner
 and stores the 0 it last saw (cheap: no livelock detection).
 
 Schedules: `Explorer`, an ExplicitChoices policy driven by a seeded RNG that picks the activity, its budget,
-the workgroup launch order and the issuing PC; the in-order default (seed 0); the built-in seeded `random`
+the workgroup launch order, the issuing PC and whether one wave of it issues ahead of the others; the in-order default (seed 0); the built-in seeded `random`
 policy (determinism); free-running (a smoke of the guarantees). Both targets, PM4 and AQL queues.
 The facts define RELEASE_MEM only with EVENT_INDEX 5 (end of pipe) and 6 (shader done); the emulator refuses
 others, so there is no "non-end-of-pipe RELEASE_MEM" to race (test at the end).
@@ -142,7 +142,7 @@ class Explorer(ExplicitChoices):
     name = "explorer"
 
     def __init__(self):
-        super().__init__(self._pick, waves=self._waves, workgroups=self._workgroups)
+        super().__init__(self._pick, waves=self._waves, workgroups=self._workgroups, split=self._split)
         self.rng: random.Random | None = None
 
     def schedule(self, seed: int) -> "Explorer":
@@ -156,6 +156,12 @@ class Explorer(ExplicitChoices):
 
     def _waves(self, n: int) -> int:
         return self.rng.randrange(n) if self.rng else 0
+
+    def _split(self, n: int):
+        if self.rng is None:
+            return None
+        i = self.rng.randrange(n + 1)  # n of n + 1: the waves at the PC issue together
+        return None if i == n else i
 
     def _workgroups(self, n: int):
         if self.rng is None:
@@ -561,13 +567,12 @@ def test_workgroups_of_one_dispatch_reach_memory_out_of_launch_order_under_some_
     assert any(o != sorted(o) for o in orders), "never observed: workgroups always arrived in launch order"
 
 
-@pytest.mark.xfail(strict=True, reason="emulator: waves at one PC always issue in wave order (decisions.md 'Still "
-                                       "not asynchronous'); issue 21 item 1: wave order is a scheduler choice")
 def test_waves_of_one_workgroup_reach_memory_out_of_wave_order_under_some_schedule(rig):
     """The waves of a workgroup run independently between barriers (no s_barrier here): wave 1's atomic may
     come before wave 0's. Workgroup of 128: four wave32s on gfx1100, two wave64s on gfx942."""
     orders = [arrival_order(rig, s, 1, 128) for s in (0, *SCHEDULES)]
     assert all(sorted(o) == [0, 1, 2, 3] for o in orders)
+    assert orders[0] == [0, 1, 2, 3]  # the in-order default: waves at one PC issue together, in wave order
     assert any(o != sorted(o) for o in orders), f"never observed: waves always in order ({orders[:3]}...)"
 
 

@@ -13,8 +13,9 @@ Memory effects are synchronous and coherent, so waitcnt, clauses, delays and cac
 
 A dispatch is an activity, not a call: `ShaderCore.launch` checks it and returns an `ActiveDispatch`, which
 the GPU's scheduler advances in quanta of issue steps beside the queues' packets and the host (the CP moves
-on past DISPATCH_DIRECT, HARDWARE_FACTS 6.3). Workgroup launch order and which PC issues next are policy
-choices; the in-order default launches workgroups in the CP's order and issues the lowest PC first.
+on past DISPATCH_DIRECT, HARDWARE_FACTS 6.3). Workgroup launch order, which PC issues next and whether one wave
+of that PC issues ahead of the others are policy choices; the in-order default launches workgroups in the CP's
+order and issues every wave at the lowest PC together, in wave order.
 """
 from __future__ import annotations
 
@@ -127,7 +128,8 @@ class ShaderCore:
                     raise ValueError(f"workgroup_order({n_groups}) must return a permutation of range({n_groups})")
                 batch_groups = n_groups if n_groups * waves_per_group * per_wave <= BATCH_BYTES else batch_groups
         return ActiveDispatch(self, queue, d, rsrc2, scratch, lanes, vgprs, waves_per_group, n_groups, batch_groups,
-                              total_waves, order, getattr(policy, "choose_waves", None))
+                              total_waves, order, getattr(policy, "choose_waves", None),
+                              getattr(policy, "split_waves", None))
 
     def dispatch(self, queue, d: Dispatch) -> int:
         """Launch and run to completion at once (no interleaving): the number of waves launched."""
@@ -284,8 +286,8 @@ class ActiveDispatch:
 
     `advance(budget)` runs at most `budget` issue steps (one instruction for every runnable wave at one PC) and
     returns how many ran; `done` once the last wave ended. The launch order of workgroups and which waves issue
-    next are choices of the GPU's policy (`workgroup_order`, `choose_waves`); without them, workgroups launch in
-    the CP's order (x fastest) and the waves at the lowest PC issue first.
+    next are choices of the GPU's policy (`workgroup_order`, `choose_waves`, `split_waves`); without them, workgroups
+    launch in the CP's order (x fastest) and every wave at the lowest PC issues, in wave order.
 
     While `watching` (the GPU sets it when nothing but running kernels can change memory), every state is
     compared with a snapshot (Brent's cycle finding): the same PCs, registers, LDS and memory epoch twice means
@@ -295,11 +297,12 @@ class ActiveDispatch:
     kind = "dispatch"
 
     def __init__(self, core: ShaderCore, queue, d: Dispatch, rsrc2: dict, scratch, lanes: int, vgprs: int,
-                 wpg: int, n_groups: int, batch_groups: int, total_waves: int, order, choose_waves):
+                 wpg: int, n_groups: int, batch_groups: int, total_waves: int, order, choose_waves,
+                 split_waves=None):
         self.core, self.queue, self.d = core, queue, d
         self.rsrc2, self.scratch, self.lanes, self.vgprs, self.wpg = rsrc2, scratch, lanes, vgprs, wpg
         self.n_groups, self.batch_groups, self.total_waves = n_groups, batch_groups, total_waves
-        self.order, self.choose_waves = order, choose_waves
+        self.order, self.choose_waves, self.split_waves = order, choose_waves, split_waves
         self.seq = 0  # the queue's launch number (set by the queue)
         self.ctx = Context(lanes, vgprs, core.gpu.memory, f"kernel at 0x{core.gpu.canonical(d.pgm_addr):x}", core.arch,
                            ieee=bool(d.rsrc1 >> 23 & 1), dx10_clamp=bool(d.rsrc1 >> 21 & 1))  # RSRC1 IEEE_MODE, DX10_CLAMP
@@ -357,7 +360,7 @@ class ActiveDispatch:
     def _execute(self):
         core, d, ctx = self.core, self.d, self.ctx
         stats = core.stats
-        choose = self.choose_waves
+        choose, split = self.choose_waves, self.split_waves
         for start in range(0, self.n_groups, self.batch_groups):
             self.batch_ids = batch = self._batch(start)
             W = core._launch(d, self.rsrc2, batch, self.lanes, self.vgprs, self.wpg)
@@ -380,6 +383,10 @@ class ActiveDispatch:
                     distinct = np.unique(pcs)
                     pc = int(distinct[choose(len(distinct)) % len(distinct)]) if len(distinct) > 1 else int(distinct[0])
                 sel = idx[pcs == pc]
+                if split is not None and sel.size > 1:  # the policy may let one wave issue ahead of the others
+                    k = split(int(sel.size))
+                    if k is not None and 0 <= k < sel.size:
+                        sel = sel[k:k + 1]
                 w = slice(None) if sel.size == W.n else sel
                 run = core.instruction(pc, W, ctx, d)
                 if self.watching and run.loads and self._snap is not None:  # only in a write-free stretch
