@@ -6,6 +6,8 @@ deterministic, so the same machine has the same ids (and the same messages) on e
 """
 from __future__ import annotations
 
+import functools
+
 import errno
 import os
 import zlib
@@ -83,6 +85,12 @@ def active_cus(target: Target) -> list[list[int]]:
 
 def gpu_caches(target: Target, simd_id_base: int) -> list[dict]:
     """The cache entries of a GPU node, in kfd's order (each cache kind over the whole part, CU order)."""
+    return [dict(entry) for entry in _gpu_caches(target, simd_id_base)]
+
+
+@functools.lru_cache(maxsize=32)
+def _gpu_caches(target: Target, simd_id_base: int) -> tuple[dict, ...]:
+    # computed once per (target, node): building the entries was most of the cost of a new emulated system
     per_array = active_cus(target)
     arrays_per_xcc = target.array_count // target.num_xcc
     first_cu, n = [], 0
@@ -109,7 +117,7 @@ def gpu_caches(target: Target, simd_id_base: int) -> list[dict]:
             sibling = ",".join("1" if i < min(count, SIBLING_MAP_BITS) else "0" for i in range(SIBLING_MAP_BITS))
             out.append(dict(processor_id_low=simd_id_base + cu, level=level, size=size, cache_line_size=line,
                             cache_lines_per_tag=1, association=16, latency=0, type=kind, sibling_map=sibling))
-    return out
+    return tuple(out)
 
 
 def gpu_node_properties(target: Target, index: int, num_gpus: int) -> dict:
