@@ -263,11 +263,16 @@ class Mapping:
     executable: bool = False
     name: str = ""
     origin: "Mapping | None" = None  # for a piece left by AddressSpace.punch: the mapping it was cut from
+    host: int | None = None  # host address of `start`: `start` itself (GPU VA == host VA) unless the page table
+    #                         maps these GPU pages onto host pages elsewhere (a USERPTR BO with va != its CPU address)
 
     def __post_init__(self):
+        if self.host is None:
+            self.host = self.start
+        self.shift = self.host - self.start  # add to a GPU address in this mapping to get its host address
         # dword and qword views of the host memory behind the mapping: aligned scalar accesses index
         # these (much cheaper than a ctypes object per access)
-        raw = memoryview((ctypes.c_char * (self.end - self.start)).from_address(self.start)).cast("B")
+        raw = memoryview((ctypes.c_char * (self.end - self.start)).from_address(self.host)).cast("B")
         self.u32, self.u64 = raw.cast("I"), raw.cast("Q")
 
     @property
@@ -297,7 +302,8 @@ class AddressSpace:
     # -- page table --------------------------------------------------------------------------------
 
     def map(self, va: int, size: int, kind: str, *, readable: bool = True, writable: bool = True,
-            executable: bool = False, name: str = "") -> Mapping:
+            executable: bool = False, name: str = "", host: int | None = None) -> Mapping:
+        """Map [va, va+size) onto the host memory at `host` (default: at `va` itself)."""
         if kind not in KINDS:
             raise ValueError(f"unknown mapping kind {kind!r}; expected one of {KINDS}")
         if va % PAGE_SIZE or size <= 0:
@@ -306,7 +312,7 @@ class AddressSpace:
         i = bisect.bisect_left(self._starts, va)
         if (i > 0 and self._maps[i - 1].end > va) or (i < len(self._maps) and self._maps[i].start < end):
             raise ValueError(f"mapping 0x{va:x}..0x{end:x} overlaps an existing mapping")
-        m = Mapping(va, end, kind, readable, writable, executable, name)
+        m = Mapping(va, end, kind, readable, writable, executable, name, host=host)
         self._starts.insert(i, va)
         self._maps.insert(i, m)
         return m
@@ -338,7 +344,7 @@ class AddressSpace:
         self._remove(lambda x: x is m)
         for a, b in ((m.start, lo), (hi, m.end)):
             if b > a:
-                piece = Mapping(a, b, m.kind, m.readable, m.writable, m.executable, m.name, origin)
+                piece = Mapping(a, b, m.kind, m.readable, m.writable, m.executable, m.name, origin, m.host + a - m.start)
                 i = bisect.bisect_left(self._starts, a)
                 self._starts.insert(i, a)
                 self._maps.insert(i, piece)
@@ -383,14 +389,43 @@ class AddressSpace:
             pos = m.end
 
     # -- accesses ----------------------------------------------------------------------------------
+    # A checked range's bytes are at its host address: the GPU address plus its mapping's shift (0 unless a
+    # USERPTR maps host pages elsewhere), piece by piece when it spans mappings.
+
+    def _host_pieces(self, addr: int, size: int) -> list[tuple[int, int]]:
+        """(host address, length) of each mapping's part of the checked range [addr, addr+size)."""
+        pieces, pos, end = [], addr, addr + size
+        while pos < end:
+            m = self.find(pos)
+            n = min(m.end, end) - pos
+            pieces.append((pos + m.shift, n))
+            pos += n
+        return pieces
+
+    def _gather(self, addr: int, size: int) -> bytes:
+        m = self.find(addr)
+        if addr + size <= m.end:
+            return ctypes.string_at(addr + m.shift, size)
+        return b"".join(ctypes.string_at(h, n) for h, n in self._host_pieces(addr, size))
+
+    def _scatter(self, addr: int, data: bytes) -> None:
+        m = self.find(addr)
+        if addr + len(data) <= m.end:
+            ctypes.memmove(addr + m.shift, data, len(data))
+            return
+        done = 0
+        for h, n in self._host_pieces(addr, len(data)):
+            ctypes.memmove(h, data[done:done + n], n)
+            done += n
 
     def read(self, addr: int, size: int) -> bytes:
         self.check(addr, size, "read")
-        return ctypes.string_at(addr, size)
+        return self._gather(addr, size) if size > 0 else b""
 
     def write(self, addr: int, data: bytes | bytearray | memoryview) -> None:
         self.check(addr, len(data), "write")
-        ctypes.memmove(addr, bytes(data), len(data))
+        if len(data):
+            self._scatter(addr, bytes(data))
 
     def _scalar(self, addr: int, size: int, attr: str) -> Mapping | None:
         """The mapping to index for an aligned access that it fully permits, else None (slow path)."""
@@ -404,14 +439,14 @@ class AddressSpace:
         if m is not None:
             return m.u32[(addr - m.start) >> 2]
         self.check(addr, 4, "read")
-        return ctypes.c_uint32.from_address(addr).value
+        return int.from_bytes(self._gather(addr, 4), "little")
 
     def read_u64(self, addr: int) -> int:
         m = self._scalar(addr, 8, "readable")
         if m is not None:
             return m.u64[(addr - m.start) >> 3]
         self.check(addr, 8, "read")
-        return ctypes.c_uint64.from_address(addr).value
+        return int.from_bytes(self._gather(addr, 8), "little")
 
     def write_u32(self, addr: int, value: int) -> None:
         m = self._scalar(addr, 4, "writable")
@@ -419,7 +454,11 @@ class AddressSpace:
             m.u32[(addr - m.start) >> 2] = value & 0xFFFFFFFF
             return
         self.check(addr, 4, "write")
-        ctypes.c_uint32.from_address(addr).value = value & 0xFFFFFFFF
+        m = self.find(addr)
+        if addr + 4 <= m.end and not addr & 3:  # one aligned store, as the fast path
+            m.u32[(addr - m.start) >> 2] = value & 0xFFFFFFFF
+            return
+        self._scatter(addr, (value & 0xFFFFFFFF).to_bytes(4, "little"))
 
     def write_u64(self, addr: int, value: int) -> None:
         """One 8-byte store (as a 64-bit signal write lands on hardware)."""
@@ -428,7 +467,11 @@ class AddressSpace:
             m.u64[(addr - m.start) >> 3] = value & 0xFFFFFFFFFFFFFFFF
             return
         self.check(addr, 8, "write")
-        ctypes.c_uint64.from_address(addr).value = value & 0xFFFFFFFFFFFFFFFF
+        m = self.find(addr)
+        if addr + 8 <= m.end and not addr & 7:
+            m.u64[(addr - m.start) >> 3] = value & 0xFFFFFFFFFFFFFFFF
+            return
+        self._scatter(addr, (value & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little"))
 
     def read_dwords(self, addr: int, count: int) -> memoryview:
         """`count` dwords at `addr` as a memoryview of unsigned ints (a copy)."""
@@ -440,14 +483,22 @@ class AddressSpace:
             return
         self.check(src, size, "read")
         self.check(dst, size, "write")
-        ctypes.memmove(dst, src, size)
+        s, d = self.find(src), self.find(dst)
+        if src + size <= s.end and dst + size <= d.end:
+            ctypes.memmove(dst + d.shift, src + s.shift, size)
+        else:  # spans mappings: through a copy (memmove's overlap rule holds)
+            self._scatter(dst, self._gather(src, size))
 
     def fill(self, dst: int, pattern: bytes, size: int) -> None:
         """Fill `size` bytes with a repeated pattern (1, 2, 4 or 8 bytes long)."""
         if size <= 0:
             return
         self.check(dst, size, "write")
-        view = host_view(dst, size)
+        m = self.find(dst)
+        if dst + size > m.end:  # spans mappings
+            self._scatter(dst, np.resize(np.frombuffer(pattern, np.uint8), size).tobytes())
+            return
+        view = host_view(dst + m.shift, size)
         if len(pattern) == 1 or len(set(pattern)) == 1:
             view.fill(pattern[0])
             return

@@ -6,12 +6,17 @@ runs the real stack).
   with amdgpu_info_ioctl's errnos;
 - anonymous read/write MAP_FIXED inside the process's reservation gives real, zeroed pages there (libhsakmt's
   host memory, then registered as USERPTR), munmap and mapping over work on parts of it as on Linux;
-- GPU nodes list their caches (kfd_crat.c's rule): L1 per CU, SQC per 2 CUs, GL1 per array (gfx11), L2, L3.
+- GPU nodes list their caches (kfd_crat.c's rule): L1 per CU, SQC per 2 CUs, GL1 per array (gfx11), L2, L3;
+- a USERPTR BO at a GPU address other than its CPU address (hipHostRegister of heap memory: the thunk picks the GPU
+  VA) maps the user's pages there: shader stores, SDMA copies and PM4 writes through the GPU address land in the
+  user's memory, a range spanning two such BOs reads each from its own pages, and unmapping the user's pages takes
+  the BO out of the page table (a VM fault, never a stray host access).
 """
 from __future__ import annotations
 
 import ctypes
 import errno
+import mmap
 
 import pytest
 
@@ -219,3 +224,125 @@ def test_create_queue_refuses_a_5x_thunks_cwsr_sizes_by_default_and_accepts_them
         q.submit(pm4_release_mem(out.va, 7))
         client.wait(out.va, 7)
         assert out.u32(0).value == 7  # the queue runs
+
+
+# -- USERPTR at a GPU address other than its CPU address ----------------------------------------------------
+
+
+def user_pages(size: int) -> tuple[mmap.mmap, int]:
+    """Ordinary anonymous host memory outside the emulator's window (like heap memory) and its address."""
+    pages = mmap.mmap(-1, size)
+    return pages, ctypes.addressof(ctypes.c_char.from_buffer(pages))
+
+
+def register(client, cpu: int, size: int, va: int | None = None) -> int:
+    """hsaKmtRegisterMemory's way: a GPU VA of the thunk's own (a reservation), USERPTR wrapping `cpu`, mapped."""
+    from kfd_client import ALLOC_MEMORY, MAP_MEMORY, Alloc, MapToGpu
+    if va is None:
+        va = client.os.mmap(0, size, PROT_NONE, ANON | MAP_NORESERVE)
+    # zeroed host pages at the GPU VA too: an emulator that used them instead of the user's gives wrong bytes
+    client.os.mmap(va, size, RW, ANON | MAP_FIXED)
+    a = Alloc(va_addr=va, size=size, gpu_id=client.gpu_id, mmap_offset=cpu,
+              flags=k.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | k.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE)
+    client.os.ioctl(client.kfd, ALLOC_MEMORY, a)
+    ids = (ctypes.c_uint32 * 1)(client.gpu_id)
+    client.os.ioctl(client.kfd, MAP_MEMORY, MapToGpu(handle=a.handle, device_ids_array_ptr=ctypes.addressof(ids),
+                                                     n_devices=1))
+    return va
+
+
+@pytest.fixture(params=["gfx1100", "gfx942"])
+def client(request):
+    from kfd_client import Client
+    with EmulatedSystem(target=request.param, vram_size=1 << 30, free_running=True) as system:
+        c = Client(system.os)
+        yield c
+        c.close()
+
+
+def test_gpu_writes_through_a_userptr_at_another_address_land_in_the_users_pages(client):
+    from kfd_client import GTT, Mem, pm4_release_mem, sdma_copy, sdma_fence
+    pages, cpu = user_pages(0x2000)
+    cells = (ctypes.c_uint32 * 0x800).from_address(cpu)
+    cells[0x600] = 0xC0FFEE  # the CPU's store, for the GPU to read through its own address
+    va = register(client, cpu, 0x2000)
+    assert va != cpu
+    q = client.compute_queue()
+    q.submit(client.dispatch_packets(client.load_kernel(), Mem(va, 0x2000, 0)) + pm4_release_mem(va + 0x400, 7))
+    client.wait(cpu + 0x400, 7)  # the release_mem's write, seen at the CPU address
+    assert list(cells[:64]) == [42 + i for i in range(64)]  # the kernel's 64 stores through the GPU VA
+    sdma = client.sdma_queue()
+    out = client.alloc(0x1000, GTT)
+    sdma.submit(sdma_copy(out.va, va + 0x1800, 4) + sdma_copy(va + 0x1000, out.va, 4) + sdma_fence(out.va + 8, 1))
+    client.wait(out.va + 8, 1)
+    assert out.u32(0).value == 0xC0FFEE  # read from the user's pages
+    assert cells[0x400] == 0xC0FFEE  # and written back to them through the GPU VA
+    assert client.os.system.gpus[0].faults == []
+    pages.close()
+
+
+def test_a_gpu_copy_spanning_two_userptrs_reads_and_writes_each_ones_own_pages(client):
+    from kfd_client import GTT, sdma_copy, sdma_fence
+    (p1, cpu1), (p2, cpu2) = user_pages(0x1000), user_pages(0x1000)
+    ctypes.memmove(cpu1, b"A" * 0x1000, 0x1000)
+    ctypes.memmove(cpu2, b"B" * 0x1000, 0x1000)
+    va = client.os.mmap(0, 0x2000, PROT_NONE, ANON | MAP_NORESERVE)
+    register(client, cpu1, 0x1000, va)
+    register(client, cpu2, 0x1000, va + 0x1000)  # adjacent on the GPU, far apart on the host
+    out = client.alloc(0x1000, GTT)
+    ctypes.memmove(out.va + 0x100, b"0123456789abcdef", 16)
+    sdma = client.sdma_queue()
+    sdma.submit(sdma_copy(out.va, va + 0xFF8, 16) + sdma_copy(va + 0xFF8, out.va + 0x100, 16)
+                + sdma_fence(out.va + 0x200, 1))
+    client.wait(out.va + 0x200, 1)
+    assert ctypes.string_at(out.va, 16) == b"A" * 8 + b"B" * 8
+    assert ctypes.string_at(cpu1 + 0xFF0, 16) == b"A" * 8 + b"01234567"
+    assert ctypes.string_at(cpu2, 16) == b"89abcdef" + b"B" * 8
+    space = client.os.system.gpus[0].memory
+    space.fill(va + 0xFFC, b"\x01\x02", 8)  # a pattern fill across the boundary
+    assert ctypes.string_at(cpu1 + 0xFFC, 4) + ctypes.string_at(cpu2, 4) == b"\x01\x02" * 4
+    assert space.read_u64(va + 0xFFC) == int.from_bytes(b"\x01\x02" * 4, "little")  # an unaligned straddling read
+    p1.close(), p2.close()
+
+
+def test_unmapping_the_users_pages_takes_the_userptr_out_of_the_gpu_page_table(client):
+    pages, cpu = user_pages(0x1000)
+    va = register(client, cpu, 0x1000)
+    system = client.os.system
+    system.driver.before_gpus_run()
+    assert system.gpus[0].memory.find(va).kind == "userptr"
+    pages.close()  # the user's pages go behind the driver's back (free() of a large block)
+    system.driver.before_gpus_run()  # probes the CPU address, not the GPU VA
+    assert system.gpus[0].memory.find(va) is None  # a GPU access is a VM fault now, not a host access
+
+
+def test_a_queue_in_a_userptr_at_another_address_is_refused_naming_the_limitation(client):
+    from kfd_client import CREATE_QUEUE, QUEUE_SDMA, CreateQueue
+    (pages, cpu), (ptr_pages, ptr_cpu) = user_pages(0x4000), user_pages(0x1000)
+    ring, ptrs = register(client, cpu, 0x4000), register(client, ptr_cpu, 0x1000)
+    args = CreateQueue(ring_base_address=ring, write_pointer_address=ptrs + 8, read_pointer_address=ptrs,
+                       ring_size=0x4000, gpu_id=client.gpu_id, queue_type=QUEUE_SDMA, queue_percentage=100,
+                       queue_priority=7)
+    e = raises(errno.EINVAL, client.os.ioctl, client.kfd, CREATE_QUEUE, args)
+    assert "queue memory must be at its CPU address" in str(e)
+
+
+def test_a_page_table_mapping_onto_other_host_pages_keeps_them_when_punched():
+    from hcqsim.memory import AddressSpace
+    (pa, a), (pb, b) = user_pages(0x3000), user_pages(0x3000)  # GPU VA a, host pages at b
+    for page in range(3):
+        ctypes.c_uint32.from_address(a + page * 0x1000).value = 100 + page
+        ctypes.c_uint32.from_address(b + page * 0x1000).value = 200 + page
+    space = AddressSpace()
+    space.map(a, 0x3000, "userptr", host=b)
+    assert [space.read_u32(a + p * 0x1000) for p in range(3)] == [200, 201, 202]
+    space.punch(a + 0x1000, a + 0x2000)  # fault injection cuts the middle page out
+    assert space.read(a + 0x2000, 4) == (202).to_bytes(4, "little") and space.read_u32(a) == 200
+    space.write_u32(a + 0x2000, 7)
+    assert ctypes.c_uint32.from_address(b + 0x2000).value == 7 and ctypes.c_uint32.from_address(a + 0x2000).value == 102
+    space.find(a)  # the other piece is the last one used: the next accesses take the slow paths
+    space.write_u64(a + 0x2002, 0x1122334455667788)  # unaligned
+    assert ctypes.string_at(b + 0x2002, 8) == (0x1122334455667788).to_bytes(8, "little")
+    space.find(a)
+    assert space.read_u32(a + 0x2004) == 0x33445566 and ctypes.c_uint32.from_address(a + 0x2004).value == 0
+    pa.close(), pb.close()

@@ -4,7 +4,9 @@ mappings, the apertures, and the process's share of the host VA window.
 The emulator backs VRAM/GTT BOs with host memory at their VA when they are allocated (GPU VA == host
 VA, DESIGN_NOTES 2), so CPU mappings of them cost nothing and the checks the kernel makes at map time
 are made at allocation. Where the emulator cannot do what the kernel does (map one page at two
-addresses), the error says "emulator limitation".
+addresses), the error says "emulator limitation". A USERPTR BO is the exception to GPU VA == host VA: its GPU
+pages map the user's pages at their own CPU address (the GPU page table's mapping carries that host address), so
+hipHostRegister'd heap memory works at the GPU address the thunk chose.
 """
 from __future__ import annotations
 
@@ -129,6 +131,12 @@ class BufferObject:
     cpu_maps: list = field(default_factory=list)  # [lo, hi) ranges the process has mmapped through the render node
     freed: bool = False  # FREE_MEMORY_OF_GPU ran while a CPU mapping held it: released at the last munmap
     invalid: bool = False  # USERPTR whose host pages went away: out of every GPU page table until they return
+    cpu: int | None = None  # USERPTR: the CPU address of the user pages it wraps (its GPU VA may differ)
+
+    @property
+    def host(self) -> int:
+        """Where the BO's bytes are in this process: its CPU address for a USERPTR, else its VA."""
+        return self.va if self.cpu is None else self.cpu
 
     @property
     def end(self) -> int:
@@ -341,14 +349,16 @@ class ProcessMemory:
         kind, size = _TYPE_TO_KIND[types], page_align(args.size)  # the driver rounds the size up to pages
         va = args.va_addr
         self._check_va(dev, va, size, name)
+        if self.driver.svm.overlaps(va, va + size):  # kfd_ioctl_alloc_memory_of_gpu checks the SVM ranges
+            raise OSError(errno.EADDRINUSE, f"{name}: va range 0x{va:x}+{size:#x} is already allocated by SVM")
         if kind == "userptr":
-            self._check_userptr(args.mmap_offset, va, args.size, name)
+            self._check_userptr(args.mmap_offset, args.size, name)
         if kind == "vram" and table.vram_used + size > self.vram_size:
             raise OSError(errno.ENOMEM, f"{name}: {size:#x} bytes of VRAM requested, "
                                         f"{self.vram_size - table.vram_used:#x} available")
         idr = table.free_ids[0] if table.free_ids else table.next_id  # idr_alloc: the lowest free index
         bo = BufferObject(k.make_handle(dev.gpu_id, idr), dev, va, size, flags, kind, 0,
-                          backed=kind in ("vram", "gtt"))
+                          backed=kind in ("vram", "gtt"), cpu=args.mmap_offset if kind == "userptr" else None)
         self._place(bo, name)
         table.take_id()
         if kind == "mmio":
@@ -378,14 +388,11 @@ class ProcessMemory:
             raise OSError(errno.EINVAL, f"{name}: va range 0x{va:x}+{size:#x} overlaps BO 0x{bo.handle:x} "
                                         f"at 0x{bo.va:x}+{bo.size:#x} on {dev.label}")
 
-    def _check_userptr(self, cpu: int, va: int, nbytes: int, name: str) -> None:
+    def _check_userptr(self, cpu: int, nbytes: int, name: str) -> None:
         if cpu == 0:
             raise OSError(errno.EINVAL, f"{name}: USERPTR needs the CPU address in mmap_offset")
         if cpu % PAGE_SIZE:
             raise OSError(errno.EINVAL, f"{name}: USERPTR CPU address 0x{cpu:x} is not page aligned")
-        if cpu != va:
-            raise OSError(errno.EINVAL, f"{name}: USERPTR at va 0x{va:x} wraps CPU address 0x{cpu:x}; emulator "
-                                        f"limitation: GPU VA must equal the CPU address (va_addr == mmap_offset)")
         for off in range(0, page_align(nbytes), PAGE_SIZE):  # get_user_pages: every page must exist
             read_user(cpu + off, 1)
 
@@ -523,7 +530,7 @@ class ProcessMemory:
     def _page_table_map(bo: BufferObject, peer: "ProcessDevice") -> None:
         peer.gpu.memory.map(bo.va, bo.size, bo.kind, writable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE),
                             executable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE),
-                            name=f"bo 0x{bo.handle:x}")
+                            name=f"bo 0x{bo.handle:x}", host=bo.host)
 
     def _page_table_unmap(self, bo: BufferObject, index: int) -> None:
         if not bo.invalid:  # an invalidated USERPTR is in no page table already
@@ -536,7 +543,7 @@ class ProcessMemory:
         restore worker). Probed with one msync per BO, which answers ENOMEM for unmapped pages; a range
         made PROT_NONE with mprotect is not detected (documented limitation)."""
         for bo in list(self.userptrs.values()):
-            present = host_range_mapped(bo.va, bo.size)
+            present = host_range_mapped(bo.host, bo.size)
             if present == (not bo.invalid):
                 continue
             for i in sorted(bo.mapped):
@@ -658,7 +665,7 @@ class ProcessMemory:
         # Other ranges (BO and doorbell/event/MMIO CPU mappings) need no work: the memory stays for the GPU.
 
     def _live_userptr(self) -> list[tuple[int, int]]:
-        return sorted((b.va, b.end) for t in self.on for b in t.bos.values() if b.kind == "userptr")
+        return sorted((b.host, b.host + b.size) for t in self.on for b in t.bos.values() if b.kind == "userptr")
 
     def release_deferred_anon(self) -> None:
         """Release munmapped anonymous memory no live USERPTR BO points into any more."""

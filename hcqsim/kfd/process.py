@@ -22,6 +22,7 @@ from ..gpu import PROGRESS_WORK, EmulatedGPU
 from .events import ProcessEvents
 from .memory import ProcessMemory
 from .queues import ProcessQueues
+from .svm import ProcessSvm
 from .uaccess import read_user, write_user
 
 if TYPE_CHECKING:
@@ -62,8 +63,9 @@ class KfdDriver:
         self.memory = ProcessMemory(self, system.window, system.vram_size)
         self.queues = ProcessQueues(self)
         self.events = ProcessEvents(self)
+        self.svm = ProcessSvm(self)
         by_name: dict[str, Handler] = {}
-        for part in (self, self.memory, self.queues, self.events):
+        for part in (self, self.memory, self.queues, self.events, self.svm):
             for name, handler in part.ioctls().items():
                 if name not in k.IOCTLS or name in by_name:
                     raise ValueError(f"ioctl table: {name} is unknown or handled twice")
@@ -223,6 +225,7 @@ class KfdDriver:
         """What the kernel would have done by the time the GPUs look at memory: USERPTR BOs whose host pages
         went away are evicted (MMU notifier), armed fault injections take effect."""
         self.memory.revalidate_userptrs()
+        self.svm.revalidate()
         inject = getattr(self.system, "inject", None)
         if inject is not None:
             inject.apply_armed()
@@ -250,6 +253,7 @@ class KfdDriver:
     def close(self) -> None:
         self.events.close()
         self.queues.close()
+        self.svm.close()
         self.memory.close()
 
 

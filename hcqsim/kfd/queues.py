@@ -118,6 +118,10 @@ class ProcessQueues:
             have = "nothing" if bo is None else f"BO 0x{bo.handle:x} mapped at 0x{bo.va:x}+{bo.size:#x}"
             raise OSError(err, f"{name}: {what} 0x{addr:x} must start a mapping of exactly {expected:#x} bytes on "
                                f"{dev.label}; found {have}")
+        if bo.host != bo.va:  # the queue engines and doorbell polls read queue memory at its GPU address
+            raise OSError(errno.EINVAL, f"{name}: {what} 0x{addr:x} is USERPTR BO 0x{bo.handle:x} wrapping CPU "
+                                        f"address 0x{bo.host:x}; emulator limitation: queue memory must be at its "
+                                        f"CPU address")
         return bo
 
     def _queue_buffers(self, dev: "ProcessDevice", args, name: str) -> list[BufferObject]:
@@ -141,8 +145,12 @@ class ProcessQueues:
         if args.ctx_save_restore_size < sizes.cwsr_size:
             raise OSError(errno.EINVAL, f"{name}: ctx_save_restore_size {args.ctx_save_restore_size:#x} is below "
                                         f"the node's cwsr size {sizes.cwsr_size:#x}")
-        bufs.append(self._buffer(dev, args.ctx_save_restore_address,
-                                 sizes.cwsr_bo_size(args.ctx_save_restore_size), "CWSR area", name))
+        cwsr_size = sizes.cwsr_bo_size(args.ctx_save_restore_size)
+        try:
+            bufs.append(self._buffer(dev, args.ctx_save_restore_address, cwsr_size, "CWSR area", name))
+        except OSError:  # kfd_queue_buffer_svm_get: the CWSR area may be SVM memory instead (ROCr 6.x's choice)
+            if not self.driver.svm.holds_queue_buffer(dev, args.ctx_save_restore_address, cwsr_size):
+                raise
         return bufs
 
     def _queue_buffers_before_6_12(self, dev: "ProcessDevice", args, name: str) -> list[BufferObject]:

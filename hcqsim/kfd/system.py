@@ -40,12 +40,16 @@ class EmulatedSystem:
 
     def __init__(self, num_gpus: int = 1, target: str = "gfx1100", seed: int = 0, policy="run_to_block",
                  vram_size: int = 16 << 30, free_running: bool = False, idle_policy: IdlePolicy = IdlePolicy(),
-                 kernel_version: tuple[int, int] = KERNEL_VERSION, memory_model: str = "coherent"):
+                 kernel_version: tuple[int, int] = KERNEL_VERSION, memory_model: str = "coherent",
+                 svm: bool = True):
         if num_gpus < 1:
             raise ValueError("an emulated system needs at least one GPU")
         # the amdkfd whose rules CREATE_QUEUE follows: the current exact ones by default; (6, 11) or older accepts
         # the EOP / control-stack / CWSR sizes older thunks compute themselves (queues.py)
         self.kernel_version = tuple(kernel_version)
+        # SVM (kfd/svm.py) as a kernel with CONFIG_HSA_AMD_SVM has it; False: as one without (the nodes lack
+        # HSA_CAP_SVMAPI_SUPPORTED, AMDKFD_IOC_SVM answers -EPERM), so ROCr takes its non-SVM paths
+        self.svm = bool(svm)
         self.target = get_target(target)
         if self.target.name not in NODE_FACTS:
             raise ValueError(f"no sysfs node facts for {self.target.name}")
@@ -60,11 +64,12 @@ class EmulatedSystem:
         self.gpus = [EmulatedGPU(target, seed=seed + i, index=i, gpu_id=self.gpu_ids[i], window=self.window,
                                  policy=policy, autorun=not free_running, memory_model=memory_model,
                                  memory_reports=self.memory_reports) for i in range(num_gpus)]
-        self.props = [gpu_node_properties(self.target, i, num_gpus) for i in range(num_gpus)]
+        self.props = [gpu_node_properties(self.target, i, num_gpus, self.svm) for i in range(num_gpus)]
         sizes = queue_sizes(self.target)
         devices = [ProcessDevice(i, g, self.gpu_ids[i], self.props[i], sizes) for i, g in enumerate(self.gpus)]
         self.driver = KfdDriver(self, devices)
-        self.sysfs = Sysfs(build_topology(self.target, self.gpu_ids, vram_size, self.driver.memory.vram_used))
+        self.sysfs = Sysfs(build_topology(self.target, self.gpu_ids, vram_size, self.driver.memory.vram_used,
+                                          self.svm))
         self.os = EmulatedOS(self)
         self.inject = from_environment(self, seed)  # fault injection (kfd/fault_injection.py; HCQSIM_INJECT)
         self.closed = False

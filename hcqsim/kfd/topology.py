@@ -120,9 +120,11 @@ def _gpu_caches(target: Target, simd_id_base: int) -> tuple[dict, ...]:
     return tuple(out)
 
 
-def gpu_node_properties(target: Target, index: int, num_gpus: int) -> dict:
-    """The `properties` values of GPU node `index` (facts 2.2 keys, facts 2.5 values)."""
+def gpu_node_properties(target: Target, index: int, num_gpus: int, svm: bool = True) -> dict:
+    """The `properties` values of GPU node `index` (facts 2.2 keys, facts 2.5 values). `svm=False`: as a kernel
+    built without CONFIG_HSA_AMD_SVM reports the node (no HSA_CAP_SVMAPI_SUPPORTED)."""
     f = NODE_FACTS[target.name]
+    capability = f["capability"] if svm else f["capability"] & ~k.HSA_CAP_SVMAPI_SUPPORTED
     return dict(
         cpu_cores_count=0, simd_count=target.simd_count, mem_banks_count=1,
         caches_count=len(gpu_caches(target, 0)), io_links_count=1,
@@ -136,7 +138,7 @@ def gpu_node_properties(target: Target, index: int, num_gpus: int) -> dict:
         num_sdma_engines=target.sdma_engines, num_sdma_xgmi_engines=target.sdma_xgmi_engines,
         num_sdma_queues_per_engine=target.sdma_queues_per_engine, num_cp_queues=target.cp_queues,
         max_engine_clk_fcompute=f["max_engine_clk_fcompute"], local_mem_size=0, fw_version=f["fw_version"],
-        capability=f["capability"], capability2=f["capability2"], debug_prop=f["debug_prop"],
+        capability=capability, capability2=f["capability2"], debug_prop=f["debug_prop"],
         sdma_fw_version=f["sdma_fw_version"], unique_id=(f["unique_id"] + index) % (1 << 64),
         num_xcc=target.num_xcc, max_engine_clk_ccompute=CPU_CLOCK_MHZ)
 
@@ -149,7 +151,7 @@ def cpu_node_properties(num_gpus: int) -> dict:
 
 
 def build_topology(target: Target, gpu_ids: list[int], vram_size: int,
-                   used: Callable[[int], int]) -> dict[str, str | Callable[[], str]]:
+                   used: Callable[[int], int], svm: bool = True) -> dict[str, str | Callable[[], str]]:
     """path -> file text (or a function giving it, for values that change, like used_memory)."""
     root, n = k.KFD_TOPOLOGY_ROOT, len(gpu_ids)
     tree: dict[str, str | Callable[[], str]] = {
@@ -169,7 +171,7 @@ def build_topology(target: Target, gpu_ids: list[int], vram_size: int,
     for i, gid in enumerate(gpu_ids):
         d = f"{root}/nodes/{i + 1}"
         tree.update({f"{d}/gpu_id": f"{gid}\n", f"{d}/name": "ip discovery\n",
-                     f"{d}/properties": _props_text(k.NODE_PROPERTY_KEYS, gpu_node_properties(target, i, n)),
+                     f"{d}/properties": _props_text(k.NODE_PROPERTY_KEYS, gpu_node_properties(target, i, n, svm)),
                      f"{d}/mem_banks/0/properties": _props_text(k.MEM_BANK_PROPERTY_KEYS, dict(
                          heap_type=k.HSA_MEM_HEAP_TYPE_FB_PUBLIC, size_in_bytes=vram_size, flags=0,
                          width=facts["mem_width"], mem_clk_max=facts["mem_clk_max"])),

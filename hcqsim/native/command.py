@@ -1,4 +1,4 @@
-"""`hcqsim run [--target gfx942] [--gpus N] [--stack debian13] [--log FILE] -- PROGRAM [ARGS...]`: an
+"""`hcqsim run [--target gfx942] [--gpus N] [--stack debian13] [--log FILE] [--no-svm] -- PROGRAM [ARGS...]`: an
 unmodified native ROCm program on an emulated machine (hcqsim.native.launch). The exit status is the program's;
 a stack that cannot be fetched, a missing program or interpreter exit 2 with a one-line reason."""
 from __future__ import annotations
@@ -22,6 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", action="store_true", help="log every device call, not only failures")
     p.add_argument("--kernel-version", default="6.12", metavar="MAJOR.MINOR",
                    help="the amdkfd whose CREATE_QUEUE rules to follow (6.11 or older: the CWSR sizes 5.x thunks use)")
+    p.add_argument("--no-svm", action="store_true",
+                   help="emulate a kernel without SVM (no AMDKFD_IOC_SVM): ROCr then registers host memory as USERPTR "
+                        "BOs at GPU addresses of its own choosing")
     p.add_argument("--deadlock-timeout", type=float, default=60, metavar="S",
                    help="a queue blocked with nothing changing for S seconds ends the program with the machine's "
                         "description and exit status 3 (0: never)")
@@ -43,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"hcqsim run: --kernel-version must be MAJOR.MINOR, not {args.kernel_version!r}", file=sys.stderr)
         return EXIT_USAGE
     os.environ["HCQSIM_NATIVE_KERNEL_VERSION"] = f"{kernel[0]}.{kernel[1]}"
+    os.environ["HCQSIM_NATIVE_SVM"] = "0" if args.no_svm else "1"
     try:
         cmd, env = prepare(argv, args.target, args.gpus, args.stack, args.log, args.trace, args.deadlock_timeout)
     except (StackUnavailable, LaunchError, BuildError) as e:

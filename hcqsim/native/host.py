@@ -235,15 +235,21 @@ def log_from_env() -> TextIO | None:
     return open(path, "a", buffering=1) if path else None  # noqa: SIM115 - lives as long as the process
 
 
-def start_embedded() -> NativeHost:
-    """Inside a native executable: build the system HCQSIM_NATIVE_TARGET / _GPUS describe and register it."""
+def system_from_env(target: str | None = None, gpus: int | None = None) -> "EmulatedSystem":
+    """The machine `hcqsim run` described in HCQSIM_NATIVE_TARGET / _GPUS / _KERNEL_VERSION / _SVM (free-running:
+    native code never calls into the emulator to make progress)."""
     from ..kfd import EmulatedSystem
 
     env = os.environ
     kernel = tuple(int(x) for x in env.get("HCQSIM_NATIVE_KERNEL_VERSION", "6.12").split("."))
-    system = EmulatedSystem(num_gpus=int(env.get("HCQSIM_NATIVE_GPUS", "1")),
-                            target=env.get("HCQSIM_NATIVE_TARGET", "gfx1100"), free_running=True,
-                            kernel_version=kernel)
-    return activate(NativeHost(system, env.get("HCQSIM_NATIVE_LIB"), log=log_from_env(),
+    return EmulatedSystem(num_gpus=gpus or int(env.get("HCQSIM_NATIVE_GPUS", "1")),
+                          target=target or env.get("HCQSIM_NATIVE_TARGET", "gfx1100"), free_running=True,
+                          kernel_version=kernel, svm=env.get("HCQSIM_NATIVE_SVM", "1") != "0")
+
+
+def start_embedded() -> NativeHost:
+    """Inside a native executable: build the system the launcher described and register it."""
+    env = os.environ
+    return activate(NativeHost(system_from_env(), env.get("HCQSIM_NATIVE_LIB"), log=log_from_env(),
                                trace=env.get("HCQSIM_NATIVE_TRACE") == "1",
                                deadlock_timeout=float(env.get("HCQSIM_NATIVE_DEADLOCK_TIMEOUT", "0"))))

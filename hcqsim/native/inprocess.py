@@ -11,7 +11,6 @@ library dlopened later), so such a program runs under `hcqsim run`: it reuses th
 from __future__ import annotations
 
 import ctypes
-import os
 from typing import TYPE_CHECKING
 
 from . import host as host_module
@@ -44,11 +43,7 @@ def start(system: "EmulatedSystem | None" = None, target: str | None = None,
     active = host_module.active()
     if active is None:
         if system is None:
-            from ..kfd import EmulatedSystem
-            system = EmulatedSystem(num_gpus=gpus or int(os.environ.get("HCQSIM_NATIVE_GPUS", "1")),
-                                    target=target or os.environ.get("HCQSIM_NATIVE_TARGET", "gfx1100"),
-                                    free_running=True, kernel_version=tuple(int(x) for x in os.environ.get(
-                                        "HCQSIM_NATIVE_KERNEL_VERSION", "6.12").split(".")))
+            system = host_module.system_from_env(target, gpus)
         active = host_module.activate(host_module.NativeHost(system, log=host_module.log_from_env()))
     elif system is not None and system is not active.system:
         raise ValueError("this process's device calls already go to another EmulatedSystem")

@@ -17,7 +17,7 @@ _ACCESS_ATTR = {"read": "readable", "write": "writable"}
 def _view(m: Mapping) -> np.ndarray:
     view = m.__dict__.get("np8")
     if view is None:
-        view = m.np8 = host_view(m.start, m.end - m.start)
+        view = m.np8 = host_view(m.host, m.end - m.start)  # at the host pages the mapping names
     return view
 
 

@@ -60,6 +60,77 @@ static void *read_file(const char *path, size_t *size) {
     return buf;
 }
 
+/* hipHostRegister of ordinary heap memory (not page aligned, so its GPU address differs from the CPU's): the
+ * kernel writes it through hipHostGetDevicePointer's address, the CPU reads the result in place, and a hipMemcpy
+ * from it (HIP's pinned path) gives the same bytes. */
+static void register_host_memory(hipFunction_t fn, void *a, const uint32_t *host, uint32_t k, hipStream_t s) {
+    enum { N = 1 << 16 };
+    hipError_t (*host_register)(void *, size_t, unsigned) = sym("hipHostRegister");
+    hipError_t (*host_unregister)(void *) = sym("hipHostUnregister");
+    hipError_t (*device_pointer)(void **, void *, unsigned) = sym("hipHostGetDevicePointer");
+    char *raw = malloc(N * 4 + 4096 + 64);
+    uint32_t *mem = (uint32_t *)(raw + 64);  /* heap memory at an odd offset in its page */
+    memset(mem, 0xee, N * 4);
+    void *dev = NULL;
+    check(host_register(mem, N * 4, 0), "hipHostRegister");
+    check(device_pointer(&dev, mem, 0), "hipHostGetDevicePointer");
+    printf("registered gpu address %s\n", dev == (void *)mem ? "same" : "differs");
+    void *params[] = {&a, &dev, &k};
+    check(hipModuleLaunchKernel(fn, N / 256, 1, 1, 256, 1, 1, 0, s, params, NULL), "hipModuleLaunchKernel register");
+    check(hipStreamSynchronize(s), "hipStreamSynchronize register");
+    int bad = 0;
+    for (uint32_t i = 0; i < N; i++)
+        if (mem[i] != host[i] * k + i) { if (bad++ < 3) printf("registered mismatch at %u: %08x\n", i, mem[i]); }
+    uint32_t *back = calloc(N, 4);
+    void *d;
+    check(hipMalloc(&d, N * 4), "hipMalloc register");
+    check(hipMemcpy(d, mem, N * 4, H2D), "hipMemcpy H2D from registered");
+    memset(back, 0, N * 4);
+    check(hipMemcpy(back, d, N * 4, D2H), "hipMemcpy D2H register");
+    if (memcmp(back, mem, N * 4)) bad++;
+    check(hipFree(d), "hipFree register");
+    check(host_unregister(mem), "hipHostUnregister");
+    printf("registered %s\n", bad ? "wrong" : "ok");
+    free(back);
+    free(raw);
+}
+
+/* hipMallocManaged (with SVM: KFD's SVM SET_ATTR / GET_ATTR): the CPU fills it in place, hipMemAdvise and
+ * hipMemPrefetchAsync advise and move it, a kernel reads it and writes a second managed buffer, the CPU reads that
+ * in place, and hipMemRangeGetAttribute reports the advice back (without SVM HIP cannot: it says so). */
+static void managed_memory(hipFunction_t fn, uint32_t k, hipStream_t s) {
+    enum { N = 1 << 16 };
+    hipError_t (*malloc_managed)(void **, size_t, unsigned) = sym("hipMallocManaged");
+    hipError_t (*advise)(const void *, size_t, int, int) = sym("hipMemAdvise");
+    hipError_t (*prefetch)(const void *, size_t, int, hipStream_t) = sym("hipMemPrefetchAsync");
+    hipError_t (*range_attribute)(void *, size_t, int, const void *, size_t) = sym("hipMemRangeGetAttribute");
+    uint32_t *in = NULL, *out = NULL;
+    check(malloc_managed((void **)&in, N * 4, 1 /* hipMemAttachGlobal */), "hipMallocManaged");
+    check(malloc_managed((void **)&out, N * 4, 1), "hipMallocManaged");
+    for (uint32_t i = 0; i < N; i++) { in[i] = i * 7u + 1; out[i] = 0xdeadbeef; }
+    check(advise(in, N * 4, 3 /* hipMemAdviseSetPreferredLocation */, 0), "hipMemAdvise");
+    check(prefetch(in, N * 4, 0, s), "hipMemPrefetchAsync");
+    void *params[] = {&in, &out, &k};
+    check(hipModuleLaunchKernel(fn, N / 256, 1, 1, 256, 1, 1, 0, s, params, NULL), "hipModuleLaunchKernel managed");
+    check(hipStreamSynchronize(s), "hipStreamSynchronize managed");
+    int bad = 0;
+    for (uint32_t i = 0; i < N; i++)
+        if (out[i] != in[i] * k + i) { if (bad++ < 3) printf("managed mismatch at %u: %08x\n", i, out[i]); }
+    printf("managed %s\n", bad ? "wrong" : "ok");
+    int preferred = -5, prefetched = -5;  /* HIP answers these from the SVM attributes (KFD's GET_ATTR) */
+    hipError_t e = range_attribute(&preferred, sizeof preferred, 2 /* hipMemRangeAttributePreferredLocation */, in,
+                                   N * 4);
+    if (e == 0)
+        e = range_attribute(&prefetched, sizeof prefetched, 4 /* hipMemRangeAttributeLastPrefetchLocation */, in,
+                            N * 4);
+    if (e == 0)
+        printf("managed attributes preferred %d prefetched %d\n", preferred, prefetched);
+    else
+        printf("managed attributes unavailable: %s\n", hipGetErrorString(e));
+    check(hipFree(in), "hipFree managed");
+    check(hipFree(out), "hipFree managed");
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     hip = dlopen("libamdhip64.so.5", RTLD_NOW);
@@ -145,6 +216,8 @@ int main(int argc, char **argv) {
         for (uint32_t i = 0; i < N; i++)
             if (back[i] != host[i] * k + i) { if (bad++ < 3) printf("kernel mismatch at %u: %08x\n", i, back[i]); }
         printf("kernel %s\n", bad ? "wrong" : "ok");
+        register_host_memory(fn, a, host, k, s);
+        managed_memory(fn, k, s);
     }
     if (n > 1) {  /* a peer copy: device 0's buffer into device 1's, then back to the host */
         void *c;
