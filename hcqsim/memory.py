@@ -344,7 +344,8 @@ class AddressSpace:
         self._remove(lambda x: x is m)
         for a, b in ((m.start, lo), (hi, m.end)):
             if b > a:
-                piece = Mapping(a, b, m.kind, m.readable, m.writable, m.executable, m.name, origin, m.host + a - m.start)
+                piece = Mapping(a, b, m.kind, m.readable, m.writable, m.executable, m.name, origin,
+                                m.host + a - m.start)
                 i = bisect.bisect_left(self._starts, a)
                 self._starts.insert(i, a)
                 self._maps.insert(i, piece)
