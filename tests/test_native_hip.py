@@ -42,17 +42,24 @@ def program():
         pytest.fail(f"native HIP stack unavailable: {e}", pytrace=False)
 
 
-def code_object(tmp_path, target: str) -> Path:
+def without_device_enqueue(ir: str) -> str:
+    """The kernel marked as not using OpenCL device-side enqueue: LLVM then leaves hidden_completion_action (and
+    hidden_default_queue) out of its metadata, which HIP 5.4 needs (see the 5.4 tests below)."""
+    ir = ir.replace("i32 %k) {", "i32 %k) #0 {")
+    return ir + 'attributes #0 = { "amdgpu-no-completion-action" "amdgpu-no-default-queue" }\n'
+
+
+def code_object(tmp_path, target: str, ir: str = SCALE_IR) -> Path:
     path = tmp_path / f"scale-{target}.co"
-    path.write_bytes(compile_llvm(SCALE_IR, target, code_object_version=5, link=True))
+    path.write_bytes(compile_llvm(ir, target, code_object_version=5, link=True))
     return path
 
 
-def run_hip(tmp_path, program, target: str, gpus: int = 1, *mode: str,
-            options: tuple = ()) -> tuple[subprocess.CompletedProcess, list[str]]:
+def run_hip(tmp_path, program, target: str, gpus: int = 1, *mode: str, options: tuple = (),
+            stack: str = "debian13-hip", ir: str = SCALE_IR) -> tuple[subprocess.CompletedProcess, list[str]]:
     log = tmp_path / "calls.log"
-    cmd = [sys.executable, "-m", "hcqsim", "run", "--stack", "debian13-hip", "--target", target, "--gpus", str(gpus),
-           "--log", str(log), *options, "--", str(program), str(code_object(tmp_path, target)), *mode]
+    cmd = [sys.executable, "-m", "hcqsim", "run", "--stack", stack, "--target", target, "--gpus", str(gpus),
+           "--log", str(log), *options, "--", str(program), str(code_object(tmp_path, target, ir)), *mode]
     env = {key: value for key, value in os.environ.items() if key != "HSA_ENABLE_SDMA"}  # SDMA on, ROCr's default
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     return done, log.read_text().splitlines() if log.exists() else []
@@ -128,3 +135,40 @@ def test_a_code_object_version_needs_ir_without_module_flags():
         compile_llvm(ir, "gfx942", code_object_version=5)
     with pytest.raises(ValueError, match="code object version"):
         compile_llvm(SCALE_IR, "gfx942", code_object_version=3)
+
+
+# -- HIP 5.4 (the PyPI pytorch-triton-rocm wheel: ROCr 5.4 with its thunk, gfx1100 only) --------------------------
+
+ROCR54 = ("--kernel-version", "6.11")  # its 5.x thunk computes its own CWSR sizes, which kernels before 6.12 took
+OLD_DEBUG_IOCTL = "ioctl 0xc0284b82"  # the retired debugger ioctl nr 0x82 ROCr 5.x probes; ENOTTY is what it expects
+
+
+@pytest.fixture(scope="module")
+def stack54():
+    try:
+        stacks.fetch("pypi-rocm54")
+    except stacks.StackUnavailable as e:
+        pytest.fail(f"PyPI ROCm 5.4 stack unavailable: {e}", pytrace=False)
+
+
+def test_hip_54_from_pypi_runs_the_program_on_gfx1100(program, stack54, tmp_path):
+    done, log = run_hip(tmp_path, program, "gfx1100", options=ROCR54, stack="pypi-rocm54",
+                        ir=without_device_enqueue(SCALE_IR))
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "devices 1", "copies ok", "stream ok elapsed_ms>=0 1", "kernel ok",
+        "registered gpu address differs",  # ROCr 5.4 registers host memory as USERPTR even with SVM there
+        "registered ok", "managed ok", "managed attributes preferred 0 prefetched 0", "done"]
+    assert [line for line in log if OLD_DEBUG_IOCTL not in line] == []
+
+
+@pytest.mark.slow
+def test_hip_54_crashes_on_a_kernel_with_hidden_completion_action_as_it_would_on_hardware(program, stack54, tmp_path):
+    # The diagnosis of NATIVE_ROCM_FACTS 3.8: LLVM 22's default metadata lists hidden_completion_action; HIP 5.4's
+    # ROCclr takes such a kernel for an OpenCL device-enqueue kernel and, in roc::VirtualGPU::submitKernelInternal,
+    # asks getVQVirtualAddress() for the device queue HIP never made: amd::Memory::getDeviceMemory on a null
+    # buffer, SIGSEGV (gdb backtrace). No emulator call is involved: the kernel never reaches the queue.
+    done, log = run_hip(tmp_path, program, "gfx1100", options=ROCR54, stack="pypi-rocm54")
+    assert done.returncode == -11, done.stdout + done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == "stream ok elapsed_ms>=0 1"  # the launch is the step that dies
+    assert [line for line in log if OLD_DEBUG_IOCTL not in line] == []

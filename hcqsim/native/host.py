@@ -39,6 +39,7 @@ _SPIN_PC = re.compile(r"spins at PC \+0x[0-9a-f]+: [^\n]*")
 DEADLOCK_EXIT = 3  # the process's exit status when the deadlock watchdog ends it
 
 MUNMAP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64)
+REFRESH = ctypes.CFUNCTYPE(None, ctypes.c_char_p)
 
 
 SYSFS_PREFIX = "hcqsim-sysfs-"  # + pid: an embedded host never runs Python's exit handlers, so the next host removes
@@ -60,7 +61,8 @@ class HostStruct(ctypes.Structure):
     """struct hcq_host of interposer.c."""
 
     _fields_ = [("open", OPEN), ("close", CLOSE), ("ioctl", IOCTL), ("mmap", MMAP), ("munmap", MUNMAP),
-                ("window_base", ctypes.c_uint64), ("window_size", ctypes.c_uint64), ("redirects", ctypes.c_char_p)]
+                ("window_base", ctypes.c_uint64), ("window_size", ctypes.c_uint64), ("redirects", ctypes.c_char_p),
+                ("refresh", REFRESH)]
 
 
 def request_name(request: int) -> str:
@@ -85,10 +87,13 @@ class NativeHost:
         _remove_stale_sysfs_copies()
         self.sysfs_root = tempfile.mkdtemp(prefix=f"{SYSFS_PREFIX}{os.getpid()}-")
         rewrites = sysfs.export(system, self.sysfs_root)
+        self._live = sysfs.live_files(system)
         self._callbacks = (OPEN(self._open), CLOSE(self._close), IOCTL(self._ioctl), MMAP(self._mmap),
                            MUNMAP(self._munmap))
+        self._refresh_callback = REFRESH(self._refresh)
         self._redirects = "".join(f"{a}={b}\n" for a, b in rewrites).encode()
-        self.struct = HostStruct(*self._callbacks, system.window.base, system.window.size, self._redirects)
+        self.struct = HostStruct(*self._callbacks, system.window.base, system.window.size, self._redirects,
+                                 self._refresh_callback)
         self.lib = ctypes.CDLL(str(library) if library else None)  # None: the interposer preloaded in this process
         self.lib.hcq_register(ctypes.byref(self.struct))
         # A Python program's exit finalizes the interpreter before libc's destructors run ROCr's teardown: from
@@ -207,6 +212,17 @@ class NativeHost:
             self.system.os.munmap(addr, length)
             return 0
         return self._call(f"munmap 0x{addr:x}+{length:#x}", "munmap", munmap)
+
+    def _refresh(self, path: bytes) -> None:
+        """A sysfs path is about to be opened: a file whose value changes is rewritten as it is now."""
+        try:
+            value = self._live.get(self.system.sysfs.path(path.decode(errors="replace")))
+            if value is not None:
+                with self.system.lock:
+                    text = value()
+                sysfs.write(self.sysfs_root, self.system.sysfs.path(path.decode()), text)
+        except Exception:  # noqa: BLE001 - never unwind through the native caller's frames
+            self._crashed(f"refresh {path!r}")
 
     def close(self) -> None:
         """Unregister (later calls pass through to the real kernel) and remove the sysfs copy."""

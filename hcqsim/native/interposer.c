@@ -55,10 +55,12 @@ struct hcq_host {
     int (*munmap)(uint64_t addr, uint64_t length);
     uint64_t window_base, window_size;                    /* the emulator's VA window */
     const char *redirects;                                /* "FROM=TO\n..." path prefix rewrites (sysfs) */
+    void (*refresh)(const char *path);                    /* rewrite a sysfs file whose value changes, if it is one */
 };
 
 static struct hcq_host host;
 static volatile int host_ready;
+static volatile int detached; /* see hcq_detach */
 static __thread int inside; /* >0 while the host runs on this thread: pass everything through */
 
 struct redirect { char from[256]; char to[512]; size_t from_len; };
@@ -194,6 +196,8 @@ static const char *rewrite(const char *path, char *buf, size_t size) {
         struct redirect *r = &redirects[i];
         if (strncmp(path, r->from, r->from_len) == 0 && (path[r->from_len] == 0 || path[r->from_len] == '/')) {
             snprintf(buf, size, "%s%s", r->to, path + r->from_len);
+            /* a value that changes (used memory) is written as it is now, before libc reads the copy */
+            if (host_ready && host.refresh && !detached && host_path(path)) { inside++; host.refresh(path); inside--; }
             return buf;
         }
     }
@@ -214,7 +218,6 @@ EXPORT int hcq_unregister(void) { host_ready = 0; return 0; }
 
 /* The host's interpreter is finalizing (a Python program's exit, before the C library's destructors run ROCr's
  * teardown): from now on calls on emulated files succeed without reaching the host (the process is ending). */
-static volatile int detached;
 EXPORT int hcq_detach(void) { detached = 1; return 0; }
 
 /* ---- fd bookkeeping --------------------------------------------------------------------------------- */

@@ -7,10 +7,14 @@ checks every checksum, and unpacks them with `dpkg-deb -x` into `<cache>/rocm/<s
 Programs run through the stack's own dynamic loader (`ld-linux-x86-64.so.2 --library-path ...`), because
 Debian 13's libraries need a newer glibc than the host's.
 
+A wheel stack (`WheelStack`: the PyPI `pytorch-triton-rocm` wheel, which carries ROCr 5.4 with its thunk, HIP 5.4
+and comgr for manylinux2014) is fetched with `pip download --no-deps` at a pinned version and sha256, and its ROCm
+libraries are unpacked into `<cache>/rocm/<stack>/root/lib`; its programs run through the host's own loader.
+
 A stack that cannot be fetched raises `StackUnavailable` with a one-line reason (tests fail with it; they
 never skip silently).
 
-    python -m hcqsim.native.stacks fetch [debian13]      # prints the stack's root
+    python -m hcqsim.native.stacks fetch [debian13|debian13-hip|pypi-rocm54]      # prints the stack's root
 """
 from __future__ import annotations
 
@@ -95,25 +99,54 @@ DEBIAN13_HIP = Stack("debian13-hip", "trixie", DEBIAN13.packages + (
     Package("libmd0", "1.1.0-2+b1", "7244ec3839b61fac0c1884fe08aaa040f26e8f1f35f1f5d3482eacefd30d1b44"),
 ), "Debian 13: HIP 5.7.1, comgr 6.0, ROCr 6.1.2, libhsakmt 6.2.4 (gfx1100, gfx942)")
 
-STACKS = {s.name: s for s in (DEBIAN13, DEBIAN13_HIP)}
+@dataclass(frozen=True)
+class WheelStack:
+    """ROCm libraries inside a Python wheel: `members` is the wheel's directory of shared libraries."""
+
+    name: str
+    project: str
+    version: str
+    filename: str
+    sha256: str
+    members: str
+    description: str
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(f"{self.project} {self.version} {self.sha256} {self.members}".encode()).hexdigest()[:12]
 
 
-def stack_dir(stack: Stack) -> Path:
+# PyPI: ROCr 5.4 (thunk built in), HIP 5.4.2, comgr, libdrm, for manylinux2014 (runs on the host's glibc); knows
+# gfx1100 but not gfx942 (NATIVE_ROCM_FACTS section 1). Its 5.x thunk sizes CWSR itself: run with kernel 6.11 rules.
+PYPI_ROCM54 = WheelStack(
+    "pypi-rocm54", "pytorch-triton-rocm", "2.1.0",
+    "pytorch_triton_rocm-2.1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+    "ec63623c16eebe356d40460a09374a2546591dd2b0cb2122622111fc4d0f7f25", "triton/third_party/rocm/lib/",
+    "PyPI pytorch-triton-rocm 2.1.0: ROCr 5.4, HIP 5.4.2, comgr (gfx1100)")
+
+STACKS = {s.name: s for s in (DEBIAN13, DEBIAN13_HIP, PYPI_ROCM54)}
+HOST_LOADER = Path("/lib64/ld-linux-x86-64.so.2")
+
+
+def stack_dir(stack: "Stack | WheelStack") -> Path:
     return cache_dir() / "rocm" / f"{stack.name}-{stack.key}"
 
 
 class Unpacked:
     """A fetched stack on disk: where its programs, libraries and loader are."""
 
-    def __init__(self, stack: Stack, root: Path):
+    def __init__(self, stack: "Stack | WheelStack", root: Path):
         self.stack, self.root = stack, root
 
     @property
     def loader(self) -> Path:
-        return self.root / MULTIARCH / "ld-linux-x86-64.so.2"
+        """Debian 13's own loader (its libraries need glibc >= 2.38); the host's for a manylinux wheel."""
+        return HOST_LOADER if isinstance(self.stack, WheelStack) else self.root / MULTIARCH / "ld-linux-x86-64.so.2"
 
     @property
     def library_path(self) -> str:
+        if isinstance(self.stack, WheelStack):  # the wheel's libraries first, then the host's
+            return os.pathsep.join([str(self.root / "lib"), "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"])
         return os.pathsep.join(str(self.root / d) for d in (MULTIARCH, "usr/lib", "lib"))
 
     def program(self, name: str) -> Path | None:
@@ -123,6 +156,8 @@ class Unpacked:
 
     def redirects(self) -> list[tuple[str, str]]:
         """Data paths compiled into the stack's libraries, pointed at the unpacked copies."""
+        if isinstance(self.stack, WheelStack):
+            return []
         return [("/usr/share/libdrm", str(self.root / "usr/share/libdrm"))]
 
 
@@ -194,10 +229,47 @@ def fetch(name: str = "debian13") -> Unpacked:
         return _fetch_locked(stack)
 
 
-def _fetch_locked(stack: Stack) -> Unpacked:
+def _fetch_wheel(stack: WheelStack, top: Path) -> None:
+    """pip download the pinned wheel (checked), then unpack its ROCm libraries into <top>/root.<pid>/lib."""
+    import zipfile
+    wheels = cache_dir() / "rocm" / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    path = wheels / stack.filename
+    if not path.exists() or _sha256(path) != stack.sha256:
+        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
+              "--platform", "manylinux2014_x86_64", "-d", str(wheels), f"{stack.project}=={stack.version}"], wheels,
+             f"stack {stack.name}: pip download {stack.project}=={stack.version}")
+        if not path.exists():
+            raise StackUnavailable(f"stack {stack.name}: {stack.filename} was not downloaded")
+        got = _sha256(path)
+        if got != stack.sha256:
+            path.unlink()
+            raise StackUnavailable(f"stack {stack.name}: {stack.filename} has sha256 {got}, pinned {stack.sha256}")
+    tmp = top / f"root.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    lib = tmp / "lib"
+    lib.mkdir(parents=True)
+    with zipfile.ZipFile(path) as z:
+        for info in z.infolist():
+            name = info.filename
+            if name.startswith(stack.members) and not info.is_dir() and "/" not in name[len(stack.members):]:
+                (lib / name[len(stack.members):]).write_bytes(z.read(info))
+    for so, soname in (("libamdhip64.so", "libamdhip64.so.5"), ("libhsa-runtime64.so", "libhsa-runtime64.so.1")):
+        if (lib / so).exists():  # the names programs link or dlopen (the wheel has the bare .so only)
+            (lib / soname).symlink_to(so)
+
+
+def _fetch_locked(stack: "Stack | WheelStack") -> Unpacked:
     top = stack_dir(stack)
     root = top / "root"
     if (top / "complete").exists():
+        return Unpacked(stack, root)
+    if isinstance(stack, WheelStack):
+        top.mkdir(parents=True, exist_ok=True)
+        _fetch_wheel(stack, top)
+        shutil.rmtree(root, ignore_errors=True)
+        os.replace(top / f"root.{os.getpid()}", root)
+        (top / "complete").write_text(stack.description + "\n")
         return Unpacked(stack, root)
     debs = cache_dir() / "rocm" / "debs"  # shared by the stacks: a package is downloaded once
     debs.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,9 @@ topology and amdgpu's files of `Sysfs`, the root holds what the kernel shows aro
 look at: `/sys/module/amdgpu/initstate` (rocminfo 6.x), `/sys/dev/char/226:N` with `device/drm`
 (libdrm's drmNodeIsDRM; its card* entry names the primary node) and `device/subsystem` (drmParseSubsystemType), `/sys/class/kfd`.
 
-Values that change (used_memory, mem_info_*_used) are written as they are at export time.
+Values that change (used_memory, mem_info_*_used: `live_files`) are written again each time the program opens
+them (the interposer asks the host to refresh a path before libc opens its copy), so a read sees the value of the
+moment, as from the kernel.
 """
 from __future__ import annotations
 
@@ -28,6 +30,19 @@ def _write(root: Path, path: str, text: str) -> None:
     target = root / path.lstrip("/")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
+
+
+def write(root: str | os.PathLike, path: str, text: str) -> None:
+    """(Re)write one file of the copy under `root` (replaced whole, so a reader never sees half a value)."""
+    target = Path(root) / path.lstrip("/")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, target)
+
+
+def live_files(system: "EmulatedSystem") -> dict:
+    """The sysfs paths whose value changes while the machine runs -> the function giving it now."""
+    return {path: value for path, value in system.sysfs.tree.items() if callable(value)}
 
 
 def export(system: "EmulatedSystem", root: str | os.PathLike) -> list[tuple[str, str]]:
