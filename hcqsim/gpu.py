@@ -41,6 +41,11 @@ WAVES_PER_PACKET = 64
 # A bounded progress point (a doorbell, the driver's waits, a free-running quantum) hands control back after about
 # this much work (packets plus issue steps) when it is not quiet yet: ~0.1-0.6 s of emulation at most.
 PROGRESS_WORK = 1 << 16
+# In order, a running dispatch holds back its queue's later packets until it ends, unless it is found spinning or
+# has changed no memory for this many issue steps (16 quanta): the liveness backstop for polls the spin finding
+# cannot recognise (their registers change), at the price of letting a later packet overtake a kernel that
+# computes that long without storing anything.
+OVERTAKE_STEPS = 16 * DISPATCH_QUANTUM
 _HEX = re.compile(r"0x([0-9a-fA-F]+)")  # addresses in messages are canonicalised in traces
 
 
@@ -90,7 +95,9 @@ class Allocation:
 
 # ---------------------------------------------------------------------------------------------------
 # scheduler policies. At each decision the GPU offers the ready activities: per queue (creation order) its
-# running dispatches (oldest first), then its packet processor; those that used up a quantum go last.
+# running dispatches (oldest first), then its packet processor (a dispatch found spinning, or idle for
+# overtake_steps, behind it); a queue whose oldest dispatch used up a quantum goes behind the other queues. ready[0]
+# is the in-order choice (`EmulatedGPU._activities`).
 # `choose(ready) -> (activity, budget)`: budget is packets for a queue, issue steps for a dispatch (capped at
 # DISPATCH_QUANTUM); `(None, 0)` hands control back to the host (the progress point ends there). Optional hooks a
 # policy may define: `workgroup_order(n_groups) -> permutation | None` (launch order of a dispatch's workgroups,
@@ -102,8 +109,9 @@ class Allocation:
 
 
 class RunToBlock:
-    """The first ready activity runs until it blocks, runs dry or (a kernel) uses up a quantum. Fast default:
-    a kernel shorter than a quantum finishes before the next packet of its queue is read."""
+    """The first ready activity runs until it blocks, runs dry or (a kernel) uses up a quantum. Fast default, in
+    order: a kernel finishes before the next packet of its queue is read, unless it spins on memory only a later
+    packet (or the host) can change (see `EmulatedGPU._activities`)."""
 
     name = "run_to_block"
 
@@ -249,7 +257,10 @@ class EmulatedGPU:
         self._buffers: dict[int, Allocation] = {}
         self._running = False
         self._counts: dict[str, int] = {}
-        self._yielded: set = set()  # activities that used up a quantum: they go last in the next choices
+        self._yielded: set = set()  # dispatches that used up a quantum: their queue goes last in the next choices
+        # a running dispatch that changed no memory for this many issue steps no longer holds back the later packets
+        # of its queue in the in-order default (see _activities)
+        self.overtake_steps = OVERTAKE_STEPS
         self.livelocked = False  # the last progress point ended with nothing but spinning waves
 
     # -- memory ------------------------------------------------------------------------------------
@@ -376,18 +387,25 @@ class EmulatedGPU:
         return self.livelocked or not self._activities()
 
     def _activities(self) -> list:
-        """What could advance now, in the in-order default's order: per queue (creation order) its running
-        dispatches, oldest first, then its packets; activities that used up a quantum go last, so a kernel that
-        runs long (or spins) never starves the packets behind it."""
-        acts = []
+        """What could advance now, in the in-order default's order. Per queue (creation order): its running
+        dispatches, oldest first, then its packets -- so in order a dispatch finishes before the packets behind it
+        run, however long it takes. Two exceptions keep that live: a dispatch found spinning (looping on memory
+        nobody writes, see ActiveDispatch) goes behind its queue's packets, and so does one that has changed no
+        memory for `overtake_steps` issue steps (a poll whose registers change, a count of tries, that the spin
+        finding cannot see). A queue whose oldest dispatch used up a quantum goes behind the other queues, so a
+        long kernel never starves another queue."""
+        front, back = [], []
+        yielded, overtake = self._yielded, self.overtake_steps
         for q in self.queues:
-            if q.inflight:
-                acts += q.inflight
+            acts, behind = [], []
+            for d in q.inflight:
+                (behind if d.spinning or d.steps - d.changed_at >= overtake else acts).append(d)
             if q.ready():
                 acts.append(q)
-        if self._yielded:
-            acts = [a for a in acts if a not in self._yielded] + [a for a in acts if a in self._yielded]
-        return acts
+            acts += behind
+            if acts:
+                (back if acts[0] in yielded else front).append(acts)
+        return [a for group in front + back for a in group] if back or len(front) != 1 else front[0]
 
     def _progress(self, condition: Callable[[], bool] | None, work_limit: int | None = None) -> int:
         if self._running:  # a doorbell rung from inside the run (interrupt handler): the loop sees it
@@ -461,8 +479,11 @@ class EmulatedGPU:
             except EngineError as e:  # an end-of-pipe write that faults
                 self._record_fault(q, e)
                 q.stop_dispatches()
-        elif n >= budget or d.spinning:
-            self._yielded.add(d)  # a quantum used up (or a spin found): the others get a turn first
+        else:
+            if not d.watching and d.steps >= DISPATCH_QUANTUM:
+                d.watch()  # a long kernel: look for a spin, which lets the packets behind it run
+            if n >= budget or d.spinning:
+                self._yielded.add(d)  # a quantum used up (or a spin found): other queues get a turn first
         return max(n, 1)
 
     def _dispatch_fault(self, d, e: EngineError) -> None:

@@ -36,9 +36,10 @@ import pytest
 from hcqsim import aql, kernels, pm4
 from hcqsim.compiler import compile_llvm
 from hcqsim.errors import DeadlockError
-from hcqsim.gpu import ExplicitChoices
+from hcqsim.gpu import OVERTAKE_STEPS, ExplicitChoices
 from hcqsim.runtime import open_device
 from hcqsim.runtime.aql_ring import AqlDispatch
+from hcqsim.shader.core import DISPATCH_QUANTUM
 
 TARGETS = ["gfx1100", "gfx942"]
 CONFIGS = [(t, q) for t in TARGETS for q in ("pm4", "aql")]
@@ -542,6 +543,117 @@ def test_a_dependent_dispatch_without_flush_or_barrier_reads_stale_data_under_so
 def test_a_dependent_dispatch_behind_cs_partial_flush_or_barrier_bit_reads_the_producers_data(rig):
     for s in (0, *SCHEDULES):
         assert np.array_equal(producer_consumer(rig, s, flush=True), 3 * iota(1)), f"schedule {s}"
+
+
+# -- the in-order default keeps program order for kernels longer than a quantum -------------------------------
+
+# iota after a delay: every work-item counts to %n in registers first (thousands of issue steps: several quanta),
+# then stores start + t to out[t]
+DELAYED_IOTA_IR = """
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.workgroup.id.x()
+define amdgpu_kernel void @delayed_iota(ptr addrspace(1) %out, i32 %start, i32 %n) {
+entry:
+  br label %delay
+delay:
+  %i = phi i32 [ 0, %entry ], [ %j, %delay ]
+  %j = add i32 %i, 1
+  %more = icmp ult i32 %j, %n
+  br i1 %more, label %delay, label %store
+store:
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %g64 = mul i32 %g, 64
+  %gt = add i32 %g64, %t
+  %v = add i32 %gt, %start
+  %p = getelementptr i32, ptr addrspace(1) %out, i32 %gt
+  store i32 %v, ptr addrspace(1) %p, align 4
+  ret void
+}
+"""
+DELAY = 2500  # iterations: more than two quanta of issue steps
+# polls *flag, counting its tries in a register (so its state never repeats: not a spin the watch can find), and
+# stores what it saw to out[0] once the flag is set
+COUNTING_SPIN_IR = """
+declare i32 @llvm.amdgcn.workitem.id.x()
+define amdgpu_kernel void @counting_spin(ptr addrspace(1) %flag, ptr addrspace(1) %out) {
+entry:
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %first = icmp eq i32 %t, 0
+  br i1 %first, label %loop, label %exit
+loop:
+  %i = phi i32 [ 0, %entry ], [ %i1, %loop ]
+  %v = load volatile i32, ptr addrspace(1) %flag, align 4
+  %i1 = add i32 %i, 1
+  %z = icmp eq i32 %v, 0
+  br i1 %z, label %loop, label %done
+done:
+  store volatile i32 %v, ptr addrspace(1) %out, align 4
+  %p = getelementptr i32, ptr addrspace(1) %out, i32 1
+  store volatile i32 %i1, ptr addrspace(1) %p, align 4
+  br label %exit
+exit:
+  ret void
+}
+"""
+
+
+@pytest.fixture(scope="module", params=CONFIGS, ids=IDS)
+def in_order_rig(request):
+    """The real default policy (run_to_block), with the long kernels."""
+    r = Rig(*request.param)
+    r.delayed_iota = r.dev.load_program(compile_llvm(DELAYED_IOTA_IR, r.target), "delayed_iota")
+    r.counting_spin = r.dev.load_program(compile_llvm(COUNTING_SPIN_IR, r.target), "counting_spin")
+    yield r
+    r.close()
+
+
+def test_in_order_a_write_data_after_a_long_kernel_is_never_seen_before_its_stores(in_order_rig):
+    """The in-order default keeps program order however long a kernel runs: a WRITE_DATA signal after a kernel of
+    several quanta (no flush, no barrier bit) is observed only after the kernel's stores. (Under explored schedules
+    it races: the first test of this module.)"""
+    rig = in_order_rig
+    a, snap, flag = rig.buf(), rig.buf(), rig.buf(64)
+    q = rig.kernel(rig.dev.compute_queue(0), rig.delayed_iota, [a, 1, DELAY])
+    rig.pm4(q, pm4.write_data(flag.va, [1]))
+    rig.snapshot(rig.dev.compute_queue(1), flag, a, snap).submit()
+    q.submit()
+    rig.dev.synchronize()
+    assert np.array_equal(u32(a), iota(1)) and np.array_equal(u32(snap), iota(1))
+
+
+def test_in_order_a_dispatch_after_a_long_kernel_reads_its_results(in_order_rig):
+    """Two dependent dispatches with no CS_PARTIAL_FLUSH or barrier bit: in order the consumer starts only after
+    the long producer ended."""
+    rig = in_order_rig
+    a, b = rig.buf(), rig.buf()
+    q = rig.kernel(rig.dev.compute_queue(0), rig.delayed_iota, [a, 1, DELAY])
+    rig.kernel(q, rig.scale, [a, b, 3, N]).submit()
+    rig.dev.synchronize()
+    assert np.array_equal(u32(b), 3 * iota(1))
+
+
+@pytest.mark.parametrize("overtake", ["default", "lowered"])
+def test_in_order_a_spin_only_a_later_packet_releases_still_completes(in_order_rig, overtake):
+    """Where progress needs it, a later packet overtakes a running kernel even in order: the exact spinner is
+    found spinning (the WRITE_DATA after it releases it, the first spin tests above); a poll that counts its
+    tries is no spin the watch can see, and is overtaken once it has changed no memory for `overtake_steps`
+    issue steps (16 quanta by default; lowered to 2 quanta on three configs to keep the suite fast)."""
+    rig = in_order_rig
+    if overtake == "default" and (rig.target, rig.kind) != ("gfx1100", "pm4"):
+        pytest.skip("the default backstop costs 16 quanta of issue steps: one config runs it")
+    gpu = rig.dev.os.system.gpus[0]  # test-only look inside the emulated machine
+    if overtake == "lowered":
+        gpu.overtake_steps = 2 * DISPATCH_QUANTUM
+    try:
+        flag, out = rig.buf(64), rig.buf(64)
+        q = rig.kernel(rig.dev.compute_queue(0), rig.counting_spin, [flag, out], 64, 64)
+        rig.pm4(q, pm4.write_data(flag.va, [PACKET_RELEASE])).submit()
+        rig.dev.synchronize()
+        assert u32(out, 2)[0] == PACKET_RELEASE
+        assert u32(out, 2)[1] * 8 >= gpu.overtake_steps  # it polled (<= 8 issue steps a try) until overtaken
+    finally:
+        gpu.overtake_steps = OVERTAKE_STEPS
 
 
 # -- order inside one dispatch ------------------------------------------------------------------------------

@@ -268,7 +268,7 @@ class ShaderCore:
 # state that repeats with the epoch unchanged is a spin: nothing it could read has changed (livelock reports).
 EPOCH = [0]
 _WRITES = ("store", "atomic")  # mnemonic parts of instructions that write memory (LDS is part of the wave state)
-_LOADS = ("load",)
+_POLLS = ("load", "atomic")  # ... and of those that read it: what a spinning wave may poll with
 QUIET_STEPS = 64  # write-free issue steps before a watched dispatch's state is snapshotted
 
 
@@ -277,7 +277,7 @@ def _classify(run) -> None:
     name = getattr(run, "text", "").split(" ", 1)[0]
     local = name.startswith("ds_")
     run.writes = not local and any(p in name for p in _WRITES)
-    run.loads = not local and any(p in name for p in _LOADS)
+    run.loads = not local and any(p in name for p in _POLLS)
 
 
 class ActiveDispatch:
@@ -321,6 +321,8 @@ class ActiveDispatch:
         self.polls: dict[int, tuple[int, str, int | None]] = {}  # wave -> (pc, instruction, address) last polled
         self._snap = None
         self._quiet = (-1, 0)  # (epoch, steps since it last changed) while watching
+        self._changes = [0]  # stores that changed memory while watched (shader.lanemem counts them)
+        self.changed_at = 0  # the issue step of the last store that changed memory (any store before watching)
 
     @property
     def name(self) -> str:
@@ -337,6 +339,9 @@ class ActiveDispatch:
     def advance(self, budget: int) -> int:
         """Run up to `budget` issue steps; returns the number run. Errors (faults) end the dispatch."""
         self._budget, start = budget, self.steps
+        mem = self.core.gpu.memory
+        if self.watching:  # stores compare old and new bytes: one that changes nothing is not a write (a spin)
+            mem.watch_stores = self._changes
         try:
             with np.errstate(all="ignore"):  # IEEE exceptions are flags, not traps: no numpy warning reaches the user
                 next(self._gen)
@@ -345,6 +350,8 @@ class ActiveDispatch:
         except BaseException:
             self.done = True
             raise
+        finally:
+            mem.watch_stores = None
         return self.steps - start
 
     # -- execution -----------------------------------------------------------------------------------
@@ -391,6 +398,7 @@ class ActiveDispatch:
                 run = core.instruction(pc, W, ctx, d)
                 if self.watching and run.loads and self._snap is not None:  # only in a write-free stretch
                     self._note_poll(pc, run, W, sel)
+                changes = self._changes[0]
                 try:
                     run(W, w)
                 except VMFaultError as e:  # stays a VM fault (memory exception to KFD), now naming kernel and PC
@@ -406,8 +414,9 @@ class ActiveDispatch:
                 stats["issue_steps"] += 1
                 stats["wave_instructions"] += sel.size
                 stats["lane_instructions"] += sel.size * W.lanes
-                if run.writes:
-                    EPOCH[0] += 1
+                if run.writes and (not self.watching or self._changes[0] != changes):
+                    EPOCH[0] += 1  # memory changed (watched: only a store that changed bytes counts)
+                    self.changed_at = self.steps
                 if getattr(run, "barrier", False) or getattr(run, "ends", False):
                     core._release_barriers(W)
                 if self.steps > core.max_kernel_steps:

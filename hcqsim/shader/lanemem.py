@@ -75,18 +75,30 @@ def load(space: AddressSpace, addrs: np.ndarray, nbytes: int) -> np.ndarray:
 
 
 def store(space: AddressSpace, addrs: np.ndarray, data: np.ndarray) -> None:
-    """Write uint8 [len(addrs), nbytes] rows; for lanes hitting the same bytes the highest lane lands last."""
+    """Write uint8 [len(addrs), nbytes] rows; for lanes hitting the same bytes the highest lane lands last.
+
+    While a spin watch runs (`space.watch_stores`, a one-element list set by shader.core), the bytes are compared
+    before and after: a store that changed memory adds one to it, a store of the value already there does not."""
     nbytes = data.shape[1]
     groups = resolve(space, addrs, nbytes, "write")
+    watch = space.__dict__.get("watch_stores")
     if nbytes % 4 == 0 and not (addrs & np.uint64(3)).any():
         data32 = np.ascontiguousarray(data).view(np.uint32)
         for m, sel in groups:
-            _view32(m)[_dword_offsets(addrs[sel], m, nbytes // 4)] = data32[sel]
+            view, off = _view32(m), _dword_offsets(addrs[sel], m, nbytes // 4)
+            old = view[off] if watch is not None else None
+            view[off] = data32[sel]
+            if old is not None and not np.array_equal(view[off], old):
+                watch[0] += 1
         return
     span = np.arange(nbytes, dtype=np.uint64)
     for m, sel in groups:
-        off = (addrs[sel] - np.uint64(m.start))[:, None] + span
-        _view(m)[off.astype(np.int64)] = data[sel]
+        off = ((addrs[sel] - np.uint64(m.start))[:, None] + span).astype(np.int64)
+        view = _view(m)
+        old = view[off] if watch is not None else None
+        view[off] = data[sel]
+        if old is not None and not np.array_equal(view[off], old):
+            watch[0] += 1
 
 
 def check(space: AddressSpace, addrs: np.ndarray, nbytes: int, access: str) -> None:
