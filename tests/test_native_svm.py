@@ -5,7 +5,8 @@ request). tests/test_native_hip.py runs HIP's hipMallocManaged / hipHostRegister
 - SET_ATTR records attributes on split, disjoint ranges; GET_ATTR folds the ranges it meets the kernel's way and
   answers the defaults for memory SVM has not seen;
 - a GPU with ACCESS or ACCESS_IN_PLACE gets the range in its page table at the process's own address, with GPU_RO,
-  GPU_EXEC and the CPU mapping's protection; NO_ACCESS takes it away; the CPU unmapping the pages removes it;
+  GPU_EXEC and the CPU mapping's protection; NO_ACCESS takes it away; the CPU unmapping the pages removes it (at
+  once through the emulator, before the GPUs next run behind its back);
 - the errnos: unaligned or empty (EINVAL), unmapped memory (EFAULT), a mapped BO there (EADDRINUSE, both ways),
   unknown GPU or attribute (EINVAL), a kernel without SVM (EPERM, and no HSA_CAP_SVMAPI_SUPPORTED);
 - CREATE_QUEUE takes an SVM range as the CWSR area when it is mapped on the GPU with GPU_ALWAYS_MAPPED.
@@ -31,6 +32,7 @@ SET_FLAGS, CLR_FLAGS, GRANULARITY = (k.KFD_IOCTL_SVM_ATTR_SET_FLAGS, k.KFD_IOCTL
                                      k.KFD_IOCTL_SVM_ATTR_GRANULARITY)
 UNDEFINED = k.KFD_IOCTL_SVM_LOCATION_UNDEFINED
 RW = mmap.PROT_READ | mmap.PROT_WRITE
+MAP_FIXED = 0x10  # not in Python's mmap module
 libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -208,6 +210,19 @@ def test_unmapping_the_pages_removes_them_from_svm_and_the_gpu_before_the_gpus_r
     space = svm.gpu(0).memory
     assert space.find(va + PAGE) is None and space.find(va) is not None and space.find(va + 2 * PAGE) is not None
     assert svm.get(va, PAGE, (ACCESS, g0)) == [(ACCESS, g0)]  # the rest keeps its attributes
+
+
+def test_munmap_through_the_emulator_takes_the_pages_out_at_once(svm):
+    g0 = svm.system.gpu_ids[0]
+    va = svm.os.mmap(0, 3 * PAGE, 0, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)  # a thunk reservation
+    svm.os.mmap(va, 3 * PAGE, RW, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED)  # memory in it
+    svm.set(va, 3 * PAGE, (ACCESS, g0))
+    svm.os.munmap(va + 2 * PAGE, PAGE)  # the emulator unbacks the page now: the GPU must not keep it
+    space = svm.gpu(0).memory
+    assert space.find(va + 2 * PAGE) is None and space.find(va).end == va + 2 * PAGE
+    svm.os.mmap(va, PAGE, RW, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED)  # mapped over: new pages
+    assert space.find(va) is None and space.find(va + PAGE) is not None
+    assert [(r.start - va, r.end - va) for r in svm.system.driver.svm.ranges] == [(PAGE, 2 * PAGE)]
 
 
 # -- errors ------------------------------------------------------------------------------------------------------

@@ -574,6 +574,8 @@ class ProcessMemory:
 
     def mmap_anonymous(self, addr: int, length: int, prot: int, flags: int) -> int:
         book = self.book
+        if flags & MAP_FIXED:  # the pages there are replaced: they leave SVM (the kernel's MMU notifier)
+            self.driver.svm.cpu_unmapped(addr, addr + page_align(length))
         try:
             if prot == PROT_NONE:  # the runtime reserving GPU VA
                 if flags & MAP_FIXED:  # replaces whatever the CPU had mapped there
@@ -648,6 +650,7 @@ class ProcessMemory:
 
     def munmap(self, addr: int, length: int) -> None:
         book, lo, hi = self.book, addr, addr + page_align(length)
+        self.driver.svm.cpu_unmapped(lo, hi)  # svm_range_unmap_from_cpu, before the pages go
         if lo in book.anon:
             if book.anon[lo] != hi - lo:
                 raise OSError(errno.EINVAL, "munmap: emulator limitation: unmap anonymous memory as it was mapped")

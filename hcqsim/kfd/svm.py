@@ -280,6 +280,19 @@ class ProcessSvm:
                                                     f"{e}")
                 self.mapped[index][r.start] = r.end
 
+    def cpu_unmapped(self, lo: int, hi: int) -> None:
+        """The process unmaps (or maps over) [lo, hi) through the emulator: those pages leave SVM and every GPU page
+        table at once; the rest of the ranges they cut keeps its attributes and mappings."""
+        if not self._meeting(lo, hi):
+            return
+        start, end = self._split_and_fill(lo, hi)
+        self.ranges = [r for r in self.ranges if r.end <= lo or r.start >= hi]  # the new default pieces go too
+        self._unmap_extent(start, end)
+        outside = [(a, b) for a, b in ((start, lo), (hi, end)) if b > a]
+        for a, b in outside:
+            if any(r.mapped_on() for r in self._meeting(a, b)):
+                self._remap(a, b, host_vmas(a, b), "munmap")
+
     def revalidate(self) -> None:
         """Before the GPUs run: pages the CPU unmapped leave SVM and every GPU page table (svm_range_unmap_from_cpu).
         One msync probe per range; the parts still mapped keep their attributes."""
