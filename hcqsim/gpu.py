@@ -20,6 +20,7 @@ import numpy as np
 
 from .aql import QUEUE_READ_DISPATCH_ID, QUEUE_WRITE_DISPATCH_ID
 from .coherence import MemoryReport, ReportLog, check_model, make_model
+from .coherence.space import CachedSpace
 from .engines.aql import AQLQueue
 from .engines.command_processor import PM4Queue
 from .engines.queue import EngineQueue, Stream
@@ -236,8 +237,12 @@ class EmulatedGPU:
         self.policy = make_policy(policy, self.rng)
         self._own_window = window is None
         self.window = window or VaWindow()
-        self.memory = AddressSpace()
-        self.coherence = make_model(self, memory_model, self._report_log)  # None when coherent: no cost at all
+        # coherent: a plain AddressSpace and no model object at all (no cost); else every engine access takes its
+        # cache path (hcqsim.coherence.space.CachedSpace)
+        self.memory = AddressSpace() if memory_model == "coherent" else CachedSpace()
+        self.coherence = make_model(self, memory_model, self._report_log)
+        if self.coherence is not None:
+            self.memory.model = self.coherence
         self.queues: list[EngineQueue] = []
         self.clock = 0
         self.cost = cost
@@ -415,6 +420,11 @@ class EmulatedGPU:
         EPOCH[0] += 1  # the host may have stored since the last progress point: spin verdicts are stale
         work = 0
         bound = self.max_packets_per_run
+        coherence = self.coherence
+        if coherence is not None:
+            evict = getattr(self.policy, "evict_lines", None)  # adversarial: the policy may evict lines here
+            if evict is not None and coherence.adversarial:
+                coherence.evict(evict)
         try:
             while condition is None or not condition():
                 ready = self._activities()
@@ -429,6 +439,8 @@ class EmulatedGPU:
                 if act is None:  # the policy hands control back to the host here
                     break
                 self._yielded.discard(act)
+                if coherence is not None:
+                    coherence.agent = act  # the engine accesses of this turn take the activity's cache path
                 if act.kind == "dispatch":
                     work += self._advance_dispatch(act, min(max(1, budget), DISPATCH_QUANTUM))
                     continue
@@ -446,6 +458,8 @@ class EmulatedGPU:
                     q.streak = 0  # blocked or dry: the stream paused
         finally:
             self._running = False
+            if coherence is not None:
+                coherence.agent = None  # back to the host: its accesses are plain memory
         return work
 
     def _all_spinning(self, dispatches: list) -> bool:

@@ -3,8 +3,11 @@
 Packets are read with the tables of `hcqsim.pm4`; every field value a handler compares against is
 named from those tables, so this module holds behaviour, not layout.
 
-Emulation model: memory is coherent, so cache-control fields (GCR bits, cache policies, WR_CONFIRM) decode
-and are checked but have nothing to act on. Dispatches are asynchronous (HARDWARE_FACTS 6.3): DISPATCH_DIRECT
+Caches: with the default memory model memory is coherent and cache-control fields decode and are checked but
+have nothing to act on; with `memory_model="report"` / `"adversarial"` (`gpu.coherence`, hcqsim.coherence) the
+GCR / CP_COHER / EOP bits of RELEASE_MEM and ACQUIRE_MEM and the EVENT_WRITE cache events act on the modelled
+caches, and WRITE_DATA / COPY_DATA / RELEASE_MEM writes to TC_L2 stay in GL2 until written back (docs/memory_model.md).
+Dispatches are asynchronous (HARDWARE_FACTS 6.3): DISPATCH_DIRECT
 launches the waves and the CP reads the next packet; EVENT_WRITE CS_PARTIAL_FLUSH stalls the queue until every
 earlier dispatch has finished; RELEASE_MEM is queued as an end-of-pipe event that writes (and interrupts) once
 every earlier dispatch has finished, in order, without stalling the queue (facts 3); ACQUIRE_MEM, WRITE_DATA,
@@ -18,6 +21,7 @@ from .. import pm4
 from ..atomics import OP_NAMES as ATOMIC_OP_NAMES
 from ..atomics import apply as apply_atomic
 from ..atomics import decode_op as decode_atomic
+from ..coherence import gcr
 from ..compare import COMPARE, EQUAL
 from ..errors import DecodeError, UnsupportedError
 from ..pm4 import (COPY_DST, COPY_SRC, COUNT_MAX, DATA_SEL, DMA_DST, DMA_SRC, EVENT_INDEX, EVENT_TYPES, INT_SEL,
@@ -47,6 +51,10 @@ _COPY_ATOMIC_RETURN, _COPY_CLOCK = code(COPY_SRC, "ATOMIC_RETURN"), code(COPY_SR
 _COPY_TO_MEMORY, _COPY_TO_REG = codes(COPY_DST, "TC_L2", "MEM"), code(COPY_DST, "REG")
 _LOOP_UNTIL_COMPARE = code(pm4.ATOMIC_COMMAND, "LOOP_UNTIL_COMPARE")
 _DMA_FROM_DATA, _DMA_SRC_GDS, _DMA_DST_GDS = code(DMA_SRC, "DATA"), code(DMA_SRC, "GDS"), code(DMA_DST, "GDS")
+_TO_L2 = code(WRITE_DATA_DST, "TC_L2")
+_RELEASE_TO_L2 = code(RELEASE_DST, "TC_L2")
+_COPY_TO_L2 = code(COPY_DST, "TC_L2")
+_BYPASS = code(pm4.CACHE_POLICY, "BYPASS")
 _DISPATCH_REGS = tuple(REGS[n] for n in ("COMPUTE_DISPATCH_INITIATOR", "COMPUTE_DIM_X", "COMPUTE_DIM_Y",
                                          "COMPUTE_DIM_Z"))
 
@@ -71,6 +79,7 @@ class PM4Queue(EngineQueue):
         self._ops = {op: (fmt, handlers[op], fmt.size, fmt.min_dwords, fmt.fast_decoder)
                      for op, fmt in self.fmts.items()}
         self._packet_cost = gpu.cost.packet
+        self.coherence = gpu.coherence  # None: the coherent memory model (no cache work at all)
 
     def write_back_rptr(self) -> None:
         # The CP reports its read offset as a wrapped dword offset (amdgpu reads 32 bits). [uncertain]
@@ -134,6 +143,10 @@ class PM4Queue(EngineQueue):
             raise UnsupportedError(f"WRITE_DATA DST_SEL {WRITE_DATA_DST[sel]} is not emulated")
         addr = v["dst_addr"] & ~3  # the address field is [31:2]: low bits ignored
         mem = self.gpu.memory
+        if self.coherence is not None:
+            self._modelled_write(stream, pos, "WRITE_DATA", addr, data[-1:] if v["wr_one_addr"] else data,
+                                 sel == _TO_L2, "cache_policy")
+            return
         if len(data) == 1 or v["wr_one_addr"]:
             for d in data:
                 mem.write_u32(addr, d)
@@ -187,9 +200,11 @@ class PM4Queue(EngineQueue):
                 raise DecodeError(f"EVENT_WRITE {name} carries an address; only sample events have one")
             self.drain_dispatches(stream, pos, "CS_PARTIAL_FLUSH")
             return
-        elif etype in _CACHE_FLUSH_EVENTS:  # cache flush (and invalidate): memory is coherent in the emulator
+        elif etype in _CACHE_FLUSH_EVENTS:  # cache flush (and invalidate): acts on the modelled caches, if any
             if index != _INDEX_OTHER:
                 raise DecodeError(f"EVENT_WRITE {name} needs EVENT_INDEX {_INDEX_OTHER}, got {index}")
+            if self.coherence is not None and not v["address"]:
+                self.coherence.perform(gcr.EVENTS[name])
         elif etype in pm4.END_OF_PIPE_EVENTS:
             raise DecodeError(f"EVENT_WRITE {name} is an end-of-pipe/timestamp event: use RELEASE_MEM")
         else:
@@ -237,12 +252,17 @@ class PM4Queue(EngineQueue):
         if data_sel != _DATA_NONE or int_sel in _INT_IF_EQ:  # a bad address faults this packet, not a later one
             width = 4 if data_sel == _DATA_32 else 8 if data_sel != _DATA_NONE else _INT_IF_EQ[int_sel]
             self.gpu.memory.check(v["addr"] & ~(width - 1), width, "write" if data_sel != _DATA_NONE else "read")
+        if self.coherence is not None:  # the cache bits are hints on the fast path: the whole packet, decoded
+            v = {**self._full(stream, pos), "where": self._where(stream, pos, "RELEASE_MEM")}
         # queued as an end-of-pipe event: it acts once every earlier dispatch finished; later packets go on
         self.at_end_of_pipe(lambda: self._release(v, data_sel, int_sel))
 
     def _release(self, v: dict, data_sel: int, int_sel: int) -> None:
-        """What a RELEASE_MEM does at end of pipe: the data write, then the interrupt."""
+        """What a RELEASE_MEM does at end of pipe: the cache actions, the data write, then the interrupt."""
         mem = self.gpu.memory
+        if self.coherence is not None:
+            self._modelled_release(v, data_sel, int_sel)
+            return
         if data_sel == _DATA_32:
             addr = v["addr"] & ~3
             mem.write_u32(addr, v["data"])
@@ -264,7 +284,10 @@ class PM4Queue(EngineQueue):
     def _execACQUIRE_MEM(self, stream, pos, v):
         if self.family == "gfx11" and v["coher_cntl"]:
             raise UnsupportedError(f"ACQUIRE_MEM legacy COHER_CNTL 0x{v['coher_cntl']:x} (0 on gfx10+)")
-        # Cache invalidation/write-back has nothing to act on: emulated memory is coherent.
+        # The cache actions happen when the CP reaches the packet; it does not wait for running dispatches (facts
+        # 3.3, 7). With the coherent model there is nothing to act on.
+        if self.coherence is not None:
+            self.coherence.perform(gcr.acquire(self._full(stream, pos), self.family))
 
     def _execCOPY_DATA(self, stream, pos, v):
         size = 8 if v["count_sel"] else 4
@@ -286,6 +309,10 @@ class PM4Queue(EngineQueue):
             raise UnsupportedError(f"COPY_DATA SRC_SEL {COPY_SRC[src_sel]} is not emulated")
         if dst_sel in _COPY_TO_MEMORY:
             addr = v["dst_addr"] & ~(size - 1)
+            if self.coherence is not None:
+                self._modelled_write(stream, pos, "COPY_DATA", addr, [value & 0xFFFFFFFF, value >> 32][:size // 4],
+                                     dst_sel == _COPY_TO_L2, "dst_cache_policy")
+                return
             (mem.write_u64 if size == 8 else mem.write_u32)(addr, value)
             self.gpu.trace_write(self, addr, size, value)
         elif dst_sel == _COPY_TO_REG:
@@ -306,6 +333,8 @@ class PM4Queue(EngineQueue):
         mem = self.gpu.memory
         read = (lambda: mem.read_u64(addr)) if size == 8 else (lambda: mem.read_u32(addr))
         mem.check(addr, size, "write")
+        if self.coherence is not None:
+            self.coherence.cp_access(self, addr, size, True, self._where(stream, pos, "ATOMIC_MEM"))
         old = read()
         if v["command"] == _LOOP_UNTIL_COMPARE:  # a wait on memory == CMP_DATA, then the swap
             if name not in ("CMPSWAP", "FCMPSWAP"):
@@ -329,6 +358,8 @@ class PM4Queue(EngineQueue):
         mem, dst = self.gpu.memory, v["dst_addr"]
         if n == 0:
             return
+        if self.coherence is not None:
+            self.coherence.cp_access(self, dst, n, True, self._where(stream, pos, "DMA_DATA"))
         fill = v["src_sel"] == _DMA_FROM_DATA
         if fill:  # immediate: fill with the DATA dword
             pattern = (v["src_addr"] & 0xFFFFFFFF).to_bytes(4, "little")
@@ -377,6 +408,52 @@ class PM4Queue(EngineQueue):
 
     def _execDISPATCH_INDIRECT(self, stream, pos, v):
         raise UnsupportedError("DISPATCH_INDIRECT on a compute queue is not emulated (layout uncertain)")
+
+    # -- the memory model (report / adversarial) ------------------------------------------------------
+
+    def _full(self, stream: Stream, pos: int) -> dict:
+        """Every field of the packet at `pos`, the hint fields (cache bits) included."""
+        hdr = stream.dwords(pos, 1)[0]
+        fmt = self.fmts[(hdr >> 8) & 0xFF]
+        return fmt.decode(stream.dwords(pos, ((hdr >> 16) & COUNT_MAX) + 2), check=False)
+
+    def _where(self, stream: Stream, pos: int, name: str) -> str:
+        return f"queue {self.name}: {name} at {stream.label}+0x{stream.offset(pos):x}"
+
+    def _modelled_write(self, stream, pos, name: str, addr: int, data: list[int], to_l2: bool, policy_field: str) -> None:
+        """A CP data write with the cache model on: into GL2 (left dirty for VRAM) when the packet selects TC_L2
+        without the BYPASS cache policy, else through GL2 to memory (MEM / MEM_SYNC: the weaker reading)."""
+        mem = self.gpu.memory
+        self.coherence.cp_access(self, addr, 4 * len(data), True, self._where(stream, pos, name))
+        policy = self._full(stream, pos).get(policy_field, 0) if to_l2 else 0
+        (mem.write_l2 if to_l2 and policy != _BYPASS else mem.write)(addr, _pack(data))
+        self.gpu.trace_write(self, addr, 4 * len(data), _join(data))
+
+    def _modelled_release(self, v: dict, data_sel: int, int_sel: int) -> None:
+        """RELEASE_MEM at end of pipe with the cache model on: the cache actions first, then (report mode) what this
+        queue's work left dirty is named, then the data write (DST_SEL TC_L2 without BYPASS stays in GL2)."""
+        model, mem = self.coherence, self.gpu.memory
+        model.perform(gcr.release(v, self.family))
+        if data_sel in (_DATA_32, _DATA_64) or int_sel in _INT_ALWAYS:
+            model.released(self, v["where"])
+        write = mem.write_l2 if v["dst_sel"] == _RELEASE_TO_L2 and v.get("cache_policy", 0) != _BYPASS else mem.write
+        if data_sel == _DATA_32:
+            addr = v["addr"] & ~3
+            write(addr, (v["data"] & 0xFFFFFFFF).to_bytes(4, "little"))
+            self.gpu.trace_write(self, addr, 4, v["data"] & 0xFFFFFFFF)
+        elif data_sel == _DATA_64 or data_sel == _DATA_CLOCK:
+            addr = v["addr"] & ~7
+            value = v["data"] if data_sel == _DATA_64 else self.gpu.clock
+            write(addr, (value & (1 << 64) - 1).to_bytes(8, "little"))
+            self.gpu.trace_write(self, addr, 8, value)
+        if int_sel in _INT_ALWAYS:
+            self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
+        elif int_sel in _INT_IF_EQ:
+            width = _INT_IF_EQ[int_sel]
+            addr = v["addr"] & ~(width - 1)
+            cur = mem.read_u32(addr) if width == 4 else mem.read_u64(addr)
+            if cur == v["data"] & ((1 << 8 * width) - 1):
+                self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
 
     # -- registers ---------------------------------------------------------------------------------
 

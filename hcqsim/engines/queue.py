@@ -257,6 +257,8 @@ class EngineQueue:
                         break
                     stream.pos += self.wait.size
                     self.wait = None
+                    if self.gpu.coherence is not None:
+                        self.gpu.coherence.waited(self)
                     done += 1
                     continue
                 if pos >= stream.end:
@@ -287,6 +289,10 @@ class EngineQueue:
         skip it, or execute it again when `retry` (a compare-swap loop). The scheduler re-checks the wait."""
         size = 0 if retry else stream.pos - pos
         stream.pos = pos
+        coherence = self.gpu.coherence
+        if coherence is not None:  # re-checked from the scheduler: the read takes this queue's cache path
+            plain = read
+            read = lambda: coherence.as_agent(self, plain)
         self.wait = Wait(self.disassemble_at(stream, pos)[1], size, read, func, reference, mask, address,
                          stream.offset(pos))
 
@@ -298,6 +304,8 @@ class EngineQueue:
         if running is not None:
             running.seq = self.launched
             self.inflight.append(running)
+        if self.gpu.coherence is not None:
+            self.gpu.coherence.launched(self, running)
         self.launched += 1
         self.yield_turn = True
 
@@ -321,6 +329,8 @@ class EngineQueue:
     def drain_dispatches(self, stream: Stream, pos: int, what: str, *, retry: bool = False) -> bool:
         """Stall at the packet at `pos` until every dispatch this queue launched before it has finished (CS_PARTIAL_FLUSH,
         an AQL barrier bit). True when there was nothing to wait for."""
+        if self.gpu.coherence is not None:
+            self.gpu.coherence.drained(self)
         if not self.inflight:
             return True
         self.stall(stream, pos, lambda: int(not self.inflight), COMPARE_EQUAL, 1, 1, None, retry=retry)

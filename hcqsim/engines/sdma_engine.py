@@ -3,7 +3,7 @@
 Packets are read with the tables of `hcqsim.sdma`. An `SDMAEngine` holds what the queues of one engine
 share (its engine-local TIMESTAMP counter); an `SDMAQueue` is one user queue on it.
 
-Emulation model: memory is coherent, so cache policies, MTYPE, GCR_REQ and the HDP-flush handshake
+Emulation model: memory is coherent (with the default memory model), so cache policies, MTYPE, GCR_REQ and the HDP-flush handshake
 decode and are checked but have nothing to act on. A COPY finishes before the next packet starts, so
 a FENCE after a COPY already orders after its data, as on hardware.
 
@@ -11,7 +11,8 @@ Uncertain behaviour and the choice made here (HARDWARE_FACTS 5.2 / 7):
 * POLL_REGMEM RETRY_COUNT is treated as "retry forever" whatever its value; INTERVAL is ignored
   (polls are re-checked at every progress point).
 * SRBM_WRITE is rejected as a privileged packet (whether hardware faults or drops it is unknown).
-* GCR_REQ (both sub-ops) is a no-op.
+* GCR_REQ (both sub-ops) acts on the modelled caches when `memory_model` is report/adversarial, else is a no-op.
+  SDMA 5/6 reads and writes go through GL2 (writes through to memory); SDMA 4 goes around GL2 (coherence.space).
 * COPY_LINEAR BACKWARDS and the SW (endian swap) fields have uncertain semantics: non-zero values
   raise UnsupportedError rather than guess. Overlapping source and destination (undefined on
   hardware) behave like memmove.
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from ..atomics import OP_NAMES as ATOMIC_OP_NAMES
 from ..atomics import apply as apply_atomic
 from ..atomics import decode_op as decode_atomic
+from ..coherence.gcr import gcr_cntl
 from ..compare import COMPARE, EQUAL
 from ..errors import DecodeError, UnsupportedError
 from ..sdma import FILL_ELEMENT_BYTES, FORMATS, describe, lookup, packet_size, size_prefix, version_name
@@ -257,7 +259,10 @@ class SDMAQueue(EngineQueue):
                           f"registers, a user SDMA queue rejects it")
 
     def _execGCR_REQ(self, stream, pos, v, dws):
-        # The cache actions have nothing to act on: emulated memory is coherent. Decoded for the trace.
-        pass
+        # The cache actions act on the modelled caches (memory_model report/adversarial); the coherent model has
+        # nothing to act on. The range (BASE_VA/LIMIT_VA) is not honoured: the whole cache acts (docs/memory_model.md).
+        coherence = self.gpu.coherence
+        if coherence is not None:
+            coherence.perform(gcr_cntl(lookup(dws[0], self.version).decode(dws, check=False)))
 
     _execGCR_REQ_USER = _execGCR_REQ

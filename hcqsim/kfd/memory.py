@@ -528,9 +528,13 @@ class ProcessMemory:
 
     @staticmethod
     def _page_table_map(bo: BufferObject, peer: "ProcessDevice") -> None:
-        peer.gpu.memory.map(bo.va, bo.size, bo.kind, writable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE),
-                            executable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE),
-                            name=f"bo 0x{bo.handle:x}", host=bo.host)
+        m = peer.gpu.memory.map(bo.va, bo.size, bo.kind, writable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE),
+                                executable=bool(bo.flags & k.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE),
+                                name=f"bo 0x{bo.handle:x}", host=bo.host)
+        # the memory type the cache model gives the pages (facts 6.1): COHERENT / UNCACHED allocations (signals,
+        # the event page) are coherent with the CPU without flushes: no GPU cache keeps them
+        if bo.flags & (k.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | k.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED):
+            m.mtype = "uc"
 
     def _page_table_unmap(self, bo: BufferObject, index: int) -> None:
         if not bo.invalid:  # an invalidated USERPTR is in no page table already

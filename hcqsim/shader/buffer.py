@@ -34,7 +34,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import lanemem
+from . import cached, lanemem
 from .alu import U16, U32, U64
 from .decoder import Instr
 from .gfx9_names import gfx11_name
@@ -112,29 +112,29 @@ def _components(nbytes: int) -> list[tuple[int, int]]:
     return [(i, 4) for i in range(0, nbytes, 4)] if nbytes >= 4 else [(0, nbytes)]
 
 
-def _load(space, addrs: np.ndarray, in_range: Callable, nbytes: int) -> np.ndarray:
+def _load(space, addrs: np.ndarray, in_range: Callable, nbytes: int, mem=lanemem) -> np.ndarray:
     """uint8 [active, nbytes]: memory where in range, 0 elsewhere (nothing out of range is touched)."""
     parts = _components(nbytes)
     oks = [in_range(o, s) for o, s in parts]
     if all(ok.all() for ok in oks):
-        return lanemem.load(space, addrs, nbytes) if addrs.size else np.zeros((0, nbytes), np.uint8)
+        return mem.load(space, addrs, nbytes) if addrs.size else np.zeros((0, nbytes), np.uint8)
     out = np.zeros((addrs.size, nbytes), np.uint8)
     for (o, s), ok in zip(parts, oks):
         if ok.any():
-            out[ok, o:o + s] = lanemem.load(space, addrs[ok] + U64(o), s)
+            out[ok, o:o + s] = mem.load(space, addrs[ok] + U64(o), s)
     return out
 
 
-def _store(space, addrs: np.ndarray, in_range: Callable, data: np.ndarray) -> None:
+def _store(space, addrs: np.ndarray, in_range: Callable, data: np.ndarray, mem=lanemem) -> None:
     parts = _components(data.shape[1])
     oks = [in_range(o, s) for o, s in parts]
     if all(ok.all() for ok in oks):
         if addrs.size:
-            lanemem.store(space, addrs, np.ascontiguousarray(data))
+            mem.store(space, addrs, np.ascontiguousarray(data))
         return
     for (o, s), ok in zip(parts, oks):
         if ok.any():
-            lanemem.store(space, addrs[ok] + U64(o), np.ascontiguousarray(data[ok, o:o + s]))
+            mem.store(space, addrs[ok] + U64(o), np.ascontiguousarray(data[ok, o:o + s]))
 
 
 def compile_buffer(instr: Instr, ctx: Context) -> Run:
@@ -149,6 +149,7 @@ def compile_buffer(instr: Instr, ctx: Context) -> Run:
         raise ctx.unsupported(instr, "typed buffer access (*_format_*: V# format conversion) is not emulated")
     address = _addressing(instr, ctx)
     space, step, vdata = ctx.space, advance(instr.size), f["vdata"]
+    mem = cached.vector(instr, ctx)  # lanemem itself when the memory model is off
     if op.startswith("load_") and op[5:] in _LOAD:
         nbytes, ext = _LOAD[op[5:]]
         ndw = max(1, nbytes // 4)
@@ -156,7 +157,7 @@ def compile_buffer(instr: Instr, ctx: Context) -> Run:
         def run(W, w):
             lanes = W.exec_lanes(w)
             addrs, in_range = address(W, w, lanes)
-            data = _load(space, addrs, in_range, nbytes)
+            data = _load(space, addrs, in_range, nbytes, mem)
             if ext is None:
                 vals = data.view(U32).reshape(-1, ndw)
             else:  # 8/16-bit loads zero- or sign-extend to the dword
@@ -172,7 +173,7 @@ def compile_buffer(instr: Instr, ctx: Context) -> Run:
         def run(W, w):
             lanes = W.exec_lanes(w)
             addrs, in_range = address(W, w, lanes)
-            data = _load(space, addrs, in_range, nbytes)
+            data = _load(space, addrs, in_range, nbytes, mem)
             merge_half(W, w, vdata, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
             step(W, w)
         return run
@@ -189,7 +190,7 @@ def compile_buffer(instr: Instr, ctx: Context) -> Run:
             else:
                 regs = np.stack([W.v[w, vdata + i] for i in range(ndw)], axis=-1)[lanes]
                 data = regs.astype(U32).view(np.uint8).reshape(-1, 4 * ndw)[:, :nbytes]
-            _store(space, addrs, in_range, data)
+            _store(space, addrs, in_range, data, mem)
             step(W, w)
         return run
     if op.startswith("atomic_"):
@@ -205,6 +206,7 @@ def _compile_atomic(instr: Instr, ctx: Context, op: str, address: Callable) -> R
     ndw = size // 4
     vdata, returns = f["vdata"], bool(f.get("glc", f.get("sc0", 0)))
     space, step = ctx.space, advance(instr.size)
+    mem = cached.atomic(instr, ctx)  # lanemem itself when the memory model is off
 
     def run(W, w):
         lanes = W.exec_lanes(w)
@@ -216,9 +218,9 @@ def _compile_atomic(instr: Instr, ctx: Context, op: str, address: Callable) -> R
         rets = np.zeros(addrs.size, dt)  # an out-of-range atomic returns 0
         if ok.any():
             a = addrs[ok]
-            lanemem.check(space, a, size, "write")
-            old_of = lambda x: lanemem.load(space, x, size).view(dt).reshape(-1)
-            write = lambda x, v: lanemem.store(space, x, np.ascontiguousarray(v).view(np.uint8).reshape(-1, size))
+            mem.check(space, a, size, "write")
+            old_of = lambda x: mem.load(space, x, size).view(dt).reshape(-1)
+            write = lambda x, v: mem.store(space, x, np.ascontiguousarray(v).view(np.uint8).reshape(-1, size))
             rets[ok] = apply_atomics(old_of, write, a, vals[ok], cmps[ok], fn, dt, cmpswap)
         if returns:
             scatter_dwords(W, w, vdata, lanes, np.ascontiguousarray(rets).view(U32).reshape(-1, ndw))

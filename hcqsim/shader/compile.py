@@ -15,6 +15,7 @@ from collections import OrderedDict
 from dataclasses import replace
 
 from . import coverage
+from .cached import CACHE_CONTROL, compile_control, model_of
 from .decoder import Instr
 from .gfx9_names import gfx11_name
 from .disasm import format_instr
@@ -41,6 +42,11 @@ def compile_instr(instr: Instr, ctx: Context) -> Run:
     if instr.mnemonic is None:
         raise ctx.unsupported(instr, "unknown opcode")
     named = (instr.family, instr.mnemonic)  # the architecture's own names, for the coverage record
+    if instr.mnemonic in CACHE_CONTROL and model_of(ctx) is not None:  # acts on the modelled caches
+        run = compile_control(instr, ctx, instr.mnemonic)
+        coverage.note(ctx.arch, *named)
+        run.text = format_instr(instr)
+        return run
     if ctx.arch == "gfx942":
         instr = acc_operands(gfx9_as_gfx11(instr, ctx), ctx)
     compiler = COMPILERS.get(instr.family)

@@ -28,6 +28,7 @@ from .compile import InstructionCache, compile_instr, gfx9_as_gfx11
 from .decoder import decode, sext
 from .dispatch import Dispatch
 from .matrix import acc_operands
+from .cached import InstructionFetch
 from .memops import _flat_address
 from .operands import Context, ShaderFault
 from .waves import EXEC, Waves
@@ -79,6 +80,8 @@ class ShaderCore:
         self._compiled = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> closure, across dispatches (LRU)
         self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "lane_instructions": 0, "issue_steps": 0}
         self.max_kernel_steps = MAX_KERNEL_STEPS
+        # with a memory model on, instructions come through GLI (hcqsim.shader.cached); None: plain memory reads
+        self._fetch = InstructionFetch(gpu.coherence, self.arch) if gpu.coherence is not None else None
 
     # -- the dispatch --------------------------------------------------------------------------------
 
@@ -221,7 +224,7 @@ class ShaderCore:
             raise ShaderFault(f"{ctx.kernel}: instruction fetch at PC +0x{pc - d.pgm_addr:x}: {e}") from None
         m = mem.find(pc)
         nbytes = min(FETCH_BYTES, m.end - pc)
-        code = mem.read(pc, nbytes)
+        code = mem.read(pc, nbytes) if self._fetch is None else self._fetch(mem, pc, nbytes, ctx.kernel)
         acc = getattr(ctx, "accum_offset", 0)  # a compiled AGPR operand depends on it too
         key = (pc, code, W.lanes, W.vgprs, acc)
         run = self._compiled.get(key)

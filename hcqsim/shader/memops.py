@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import lanemem
+from . import cached, lanemem
 from .alu import F32, U16, U32, U64
 from .decoder import Instr, sext
 from .operands import SHARED_APERTURE, Context, Run, ShaderFault, advance
@@ -25,6 +25,7 @@ def compile_smem(instr: Instr, ctx: Context) -> Run:
     offset = sext(f["offset"], 21)
     soff = f["soffset"]
     space = ctx.space
+    mem = cached.scalar(instr, ctx)  # lanemem itself when the memory model is off
 
     def run(W, w):
         base = W.s[w, base_reg].astype(U64) | W.s[w, base_reg + 1].astype(U64) << U64(32)
@@ -32,7 +33,7 @@ def compile_smem(instr: Instr, ctx: Context) -> Run:
         if soff != ctx.null:
             addr = addr + W.s[w, soff].astype(U64)
         addr = addr & ~U64(3)  # scalar loads are dword aligned
-        data = lanemem.load(space, addr, 4 * n).view(U32)
+        data = mem.load(space, addr, 4 * n).view(U32)
         W.s[w, dst:dst + n] = data.reshape(-1, n)
         if dst <= EXEC + 1 and EXEC < dst + n:
             W.exec_written()
@@ -96,6 +97,7 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
     space = ctx.space
     step = advance(instr.size)
     flat = instr.family == "FLAT"
+    mem = cached.vector(instr, ctx)  # lanemem itself when the memory model is off
     if op.startswith("load_") and op[5:] in _LOAD:
         nbytes, ext = _LOAD[op[5:]]
         dst, ndw = f["vdst"], max(1, nbytes // 4)
@@ -105,7 +107,7 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
                 scatter_dwords(W, w, dst, lanes, data.view(U32).reshape(-1, ndw))
             else:  # 8/16-bit loads zero- or sign-extend to the whole dword
                 scatter_dwords(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U32)[:, None])
-        return _load_run(address, flat, space, step, nbytes, to_vgprs)
+        return _load_run(address, flat, space, step, nbytes, to_vgprs, mem)
     if op.startswith("load_d16_"):  # 8/16-bit load into one half of the VGPR, the other half kept
         kind = op[len("load_d16_"):]
         hi = kind.startswith("hi_")
@@ -114,14 +116,14 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
 
         def to_half(W, w, lanes, data):
             merge_half(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
-        return _load_run(address, flat, space, step, nbytes, to_half)
+        return _load_run(address, flat, space, step, nbytes, to_half, mem)
     if op.startswith("store_d16_hi_"):
         nbytes = {"b8": 1, "b16": 2}[op[len("store_d16_hi_"):]]
         src = f["data"]
 
         def high_half(W, w, lanes):
             return (W.v[w, src][lanes] >> U32(16)).astype(U16).view(np.uint8).reshape(-1, 2)[:, :nbytes]
-        return _store_run(address, flat, space, step, high_half)
+        return _store_run(address, flat, space, step, high_half, mem)
     if op.startswith("store_") and op[6:] in _STORE:
         nbytes = _STORE[op[6:]]
         src, ndw = f["data"], max(1, nbytes // 4)
@@ -129,34 +131,34 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
         def dwords(W, w, lanes):
             regs = np.stack([W.v[w, src + i] for i in range(ndw)], axis=-1)[lanes]  # [active, ndw]
             return regs.astype(U32).view(np.uint8).reshape(-1, 4 * ndw)[:, :nbytes]
-        return _store_run(address, flat, space, step, dwords)
+        return _store_run(address, flat, space, step, dwords, mem)
     if op.startswith("atomic_"):
         return _compile_global_atomic(instr, ctx, op[len("atomic_"):], address)
     raise ctx.unsupported(instr, "memory operation not implemented")
 
 
-def _load_run(address: Callable, flat: bool, space, step: Callable, nbytes: int, consume: Callable) -> Run:
+def _load_run(address: Callable, flat: bool, space, step: Callable, nbytes: int, consume: Callable, mem=lanemem) -> Run:
     """A load: per-lane addresses of the active lanes, `nbytes` each from memory (or LDS through the flat
     aperture), handed to `consume(W, w, lanes, data)` to land in registers."""
     def run(W, w):
         lanes = W.exec_lanes(w)
         active = address(W, w)[lanes]
-        data = _flat_load(W, w, lanes, space, active, nbytes) if flat else lanemem.load(space, active, nbytes)
+        data = _flat_load(W, w, lanes, space, active, nbytes, mem) if flat else mem.load(space, active, nbytes)
         consume(W, w, lanes, data)
         step(W, w)
     return run
 
 
-def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Callable) -> Run:
+def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Callable, mem=lanemem) -> Run:
     """A store: `payload(W, w, lanes)` gives the active lanes' bytes, written at their addresses."""
     def run(W, w):
         lanes = W.exec_lanes(w)
         addrs = address(W, w)[lanes]
         data = payload(W, w, lanes)
         if flat:
-            _flat_store(W, w, lanes, space, addrs, data)
+            _flat_store(W, w, lanes, space, addrs, data, mem)
         else:
-            lanemem.store(space, addrs, np.ascontiguousarray(data))
+            mem.store(space, addrs, np.ascontiguousarray(data))
         step(W, w)
     return run
 
@@ -183,11 +185,11 @@ def _split_flat(W, w, lanes, addrs):
     return (addrs >> U64(32)) == U64(SHARED_APERTURE >> 32)
 
 
-def _flat_load(W, w, lanes, space, addrs, nbytes):
+def _flat_load(W, w, lanes, space, addrs, nbytes, mem=lanemem):
     lds = _split_flat(W, w, lanes, addrs)
     out = np.empty((addrs.size, nbytes), np.uint8)
     if (~lds).any():
-        out[~lds] = lanemem.load(space, addrs[~lds], nbytes)
+        out[~lds] = mem.load(space, addrs[~lds], nbytes)
     if lds.any():
         groups = np.broadcast_to(W.group[w][:, None] if not isinstance(w, slice) else W.group[:, None],
                                  lanes.shape)[lanes][lds]
@@ -195,10 +197,10 @@ def _flat_load(W, w, lanes, space, addrs, nbytes):
     return out
 
 
-def _flat_store(W, w, lanes, space, addrs, data):
+def _flat_store(W, w, lanes, space, addrs, data, mem=lanemem):
     lds = _split_flat(W, w, lanes, addrs)
     if (~lds).any():
-        lanemem.store(space, addrs[~lds], np.ascontiguousarray(data[~lds]))
+        mem.store(space, addrs[~lds], np.ascontiguousarray(data[~lds]))
     if lds.any():
         groups = np.broadcast_to(W.group[w][:, None] if not isinstance(w, slice) else W.group[:, None],
                                  lanes.shape)[lanes][lds]
@@ -259,6 +261,7 @@ def _compile_global_atomic(instr: Instr, ctx: Context, op: str, address: Callabl
     step = advance(instr.size)
     flat = instr.family == "FLAT"
     where = f"{ctx.kernel}, PC +0x{instr.pc:x}"
+    mem = cached.atomic(instr, ctx)  # lanemem itself when the memory model is off
 
     def run(W, w):
         lanes = W.exec_lanes(w)
@@ -269,9 +272,9 @@ def _compile_global_atomic(instr: Instr, ctx: Context, op: str, address: Callabl
         vals = np.ascontiguousarray(regs[:, :ndw]).view(dt).reshape(-1)
         cmps = np.ascontiguousarray(regs[:, ndw:]).view(dt).reshape(-1) if cmpswap else vals
         if addrs.size:
-            lanemem.check(space, addrs, size, "write")
-        old_of = lambda a: lanemem.load(space, a, size).view(dt).reshape(-1)
-        write = lambda a, v: lanemem.store(space, a, np.ascontiguousarray(v).view(np.uint8).reshape(-1, size))
+            mem.check(space, addrs, size, "write")
+        old_of = lambda a: mem.load(space, a, size).view(dt).reshape(-1)
+        write = lambda a, v: mem.store(space, a, np.ascontiguousarray(v).view(np.uint8).reshape(-1, size))
         rets = apply_atomics(old_of, write, addrs, vals, cmps, fn, dt, cmpswap) if addrs.size else \
             np.zeros(0, dt)
         if returns:
