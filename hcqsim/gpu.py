@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from .aql import QUEUE_READ_DISPATCH_ID, QUEUE_WRITE_DISPATCH_ID
-from .coherence import MemoryReport, ReportLog, check_model, make_model
+from .coherence import MemoryReport, ReportLog, check_model, default_model, make_model
 from .coherence.space import CachedSpace
 from .engines.aql import AQLQueue
 from .engines.command_processor import PM4Queue
@@ -106,7 +106,9 @@ class Allocation:
 # next, sorted ascending; without the hook the lowest PC issues first) and `split_waves(n_waves) -> index | None`
 # (asked when n_waves > 1 waves sit at that PC: index i issues only the i-th of them, in wave order, ahead of the
 # others; None, or no hook, issues them all together in wave order). Waves of one workgroup (and of different
-# workgroups) thus reach memory in any order a policy picks.
+# workgroups) thus reach memory in any order a policy picks. For the adversarial memory model,
+# `evict_lines(n_lines) -> indexes` (cache lines that leave early at a progress point; without it lines stay until a
+# cache operation, docs/memory_model.md).
 
 
 class RunToBlock:
@@ -163,6 +165,13 @@ class SeededRandom:
         # rarely, so waves that split apart mostly issue together again (each split costs issue steps)
         return self.rng.randrange(n_waves) if self.rng.random() < self.split_chance else None
 
+    def evict_lines(self, n_lines: int) -> list[int]:
+        """Adversarial memory model only (called at each progress point): now and then a few cache lines leave
+        early (a dirty one is written back first)."""
+        if self.rng.random() >= 0.25:
+            return []
+        return [self.rng.randrange(n_lines) for _ in range(self.rng.randint(1, 4))]
+
 
 class ExplicitChoices:
     """Choices supplied from outside (hypothesis draws them): `pick(n) -> (index, budget)` over the ready
@@ -175,12 +184,15 @@ class ExplicitChoices:
 
     def __init__(self, pick: Callable[[int], tuple[int, int]], *, waves: Callable[[int], int] | None = None,
                  workgroups: Callable[[int], list[int] | None] | None = None,
-                 split: Callable[[int], int | None] | None = None):
+                 split: Callable[[int], int | None] | None = None,
+                 evictions: Callable[[int], list[int]] | None = None):
         self.pick = pick
         if waves is not None:
             self.choose_waves = waves
         if split is not None:
             self.split_waves = split
+        if evictions is not None:  # adversarial memory model: which of n cache lines leave at a progress point
+            self.evict_lines = evictions
         if workgroups is not None:
             self.workgroup_order = workgroups
 
@@ -225,8 +237,9 @@ class EmulatedGPU:
                  window: VaWindow | None = None, index: int = 0, gpu_id: int | None = None, autorun: bool = True,
                  trace_limit: int = 200_000, interrupt_limit: int = 200_000, max_packets_per_run: int = MAX_PACKETS_PER_RUN,
                  cost: CostModel = CostModel(), shader: bool = True, max_kernel_steps: int | None = None,
-                 memory_model: str = "coherent", memory_reports: list | None = None):
+                 memory_model: str | None = None, memory_reports: list | None = None):
         self.target: Target = get_target(target)
+        memory_model = default_model() if memory_model is None else memory_model  # HCQSIM_MEMORY_MODEL, else coherent
         self.memory_model = check_model(memory_model)
         # MemoryReport records (hcqsim.coherence); an EmulatedSystem passes one list shared by its GPUs
         self.memory_reports: list = [] if memory_reports is None else memory_reports

@@ -94,6 +94,7 @@ OPTIONS = (
 DEFAULTS = {o.dest: o.attrs["default"] for o in OPTIONS if "default" in o.attrs}
 _USED = pytest.StashKey[dict]()  # on a test item: the device options its fixtures opened devices with
 _MEMORY_REPORTS = pytest.StashKey[list]()  # on a test item: memory-model records its devices' systems left
+_SEEN_BEFORE = pytest.StashKey[int]()  # on a test item: how many records the process had when it started
 
 
 def pytest_addoption(parser, pluginmanager):
@@ -242,6 +243,31 @@ def _sim_options(config) -> dict:
     if config.getoption("hcqsim_memory_model") != "coherent":
         opts["memory_model"] = config.getoption("hcqsim_memory_model")
     return opts
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With HCQSIM_MEMORY_MODEL set (report), every test that leaves records fails: also machines the test built
+    itself, which the fixtures never see (hcqsim.coherence.report.SEEN collects every record)."""
+    if os.environ.get("HCQSIM_MEMORY_MODEL", "").strip() in ("", "coherent"):
+        return (yield)
+    from .coherence.report import SEEN
+    item.stash[_SEEN_BEFORE] = len(SEEN)
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    before = item.stash.get(_SEEN_BEFORE, None)
+    if before is not None:
+        from .coherence.report import SEEN
+        fresh = SEEN[before:]
+        if fresh and not item.stash.get(_MEMORY_REPORTS, None):
+            item.stash[_MEMORY_REPORTS] = fresh
+            pytest.fail(f"hcqsim memory model (HCQSIM_MEMORY_MODEL): the test left {len(fresh)} record(s); the "
+                        f"first:\n{fresh[0]}", pytrace=False)
+    return result
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,5 +1,7 @@
 """The memory model (issue 17): choosing it, its records, the pytest plugin's handling of them, and (below) each
 cache level and each cache-control bit shown to matter."""
+import functools
+
 import pytest
 
 from hcqsim import EmulatedGPU
@@ -94,3 +96,485 @@ def test_an_unknown_model_option_is_a_one_line_usage_error(pytester):
 def test_the_long_option_name_works_and_the_fixture_system_gets_the_model(pytester):
     pytester.makepyfile("def test_it(device):\n    assert device.os.system.memory_model == 'adversarial'\n")
     assert pytester.runpytest_inprocess("--hcqsim-memory-model=adversarial", *QUIET).ret == 0
+
+
+# ====================================================================================================================
+# The model: each cache level, each path and each cache-control bit shown to matter. Every case runs a stream with
+# the operation and without it: with it, the coherent answer and no record under both models; without it, the
+# adversarial model returns the old value and the report model names the missing operation.
+# ====================================================================================================================
+
+import numpy as np  # noqa: E402
+
+from hcqsim import pm4, sdma  # noqa: E402
+
+FAMILY = {"gfx1100": "gfx11", "gfx942": "gfx9"}
+WB = {"gfx1100": {"gl2_wb": 1}, "gfx942": {"tc_wb_action_ena": 1}}
+L2_INV = {"gfx1100": {"gl2_inv": 1}, "gfx942": {"tc_action_ena": 1}}
+WB_NAME = {"gfx1100": "GL2_WB", "gfx942": "TC_WB"}
+L2_INV_NAME = {"gfx1100": "GL2_INV", "gfx942": "TC"}
+CACHE_FLUSH = pm4.code(pm4.EVENT_TYPES, "CACHE_FLUSH")
+CACHE_FLUSH_AND_INV = pm4.code(pm4.EVENT_TYPES, "CACHE_FLUSH_AND_INV_EVENT")
+OLD, NEW = 0x11111111, 0x22222222
+
+
+def _gpu(target, model):
+    gpu = EmulatedGPU(target, memory_model=model)
+    return gpu, gpu.alloc(4096, "vram"), gpu.alloc(4096, "gtt"), gpu.compute_queue()
+
+
+def _outcome(target, model, stream) -> tuple[int, list]:
+    """Run `stream(gpu, vram, gtt, q) -> the address whose u32 the host reads` once; (that value, the records)."""
+    gpu, vram, gtt, q = _gpu(target, model)
+    try:
+        addr = stream(gpu, vram, gtt, q)
+        gpu.run()
+        assert not gpu.faults, gpu.faults
+        value = int(np.frombuffer(gpu.memory.read(addr, 4), np.uint32)[0])  # the host's read (no agent: memory)
+        return value, list(gpu.memory_reports)
+    finally:
+        gpu.close()
+
+
+def _check(target, stream_with, stream_without, good: int, old: int, missing: str):
+    for model in ("report", "adversarial"):
+        value, records = _outcome(target, model, stream_with)
+        assert (value, records) == (good, []), (model, [str(r) for r in records])
+    value, records = _outcome(target, "adversarial", stream_without)
+    assert value == old
+    value, records = _outcome(target, "report", stream_without)
+    assert value == good and records and missing in {r.missing for r in records}, [str(r) for r in records]
+    return records
+
+
+def _release(target, addr, value=1, **bits):
+    return pm4.release_mem(addr, value, data_sel=1, int_sel=0, family=FAMILY[target], **bits)
+
+
+# -- GL2 write-back --------------------------------------------------------------------------------------------------
+
+WRITE_BACK_FORMS = {
+    "RELEASE_MEM": lambda t, sig, on: _release(t, sig, **(WB[t] if on else {})),
+    "ACQUIRE_MEM": lambda t, sig, on: (pm4.acquire_mem(FAMILY[t], **WB[t]) if on else []) + _release(t, sig),
+    "EVENT_WRITE CACHE_FLUSH": lambda t, sig, on: (pm4.event_write(CACHE_FLUSH, 0) if on else []) + _release(t, sig),
+    "EVENT_WRITE CACHE_FLUSH_AND_INV": lambda t, sig, on: (pm4.event_write(CACHE_FLUSH_AND_INV, 0) if on else [])
+    + _release(t, sig),
+}
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+@pytest.mark.parametrize("form", WRITE_BACK_FORMS)
+def test_a_cp_write_into_gl2_reaches_vram_only_when_written_back(target, form):
+    def stream(on):
+        def run(gpu, vram, gtt, q):
+            q.submit(pm4.write_data(vram.va, [NEW], dst_sel=2) + WRITE_BACK_FORMS[form](target, gtt.va, on))
+            return vram.va
+        return run
+    (record,) = _check(target, stream(True), stream(False), NEW, 0, WB_NAME[target])
+    assert record.kind == "not written back" and "WRITE_DATA at ring+0x0" in record.writer
+    assert "RELEASE_MEM" in record.reader and (record.address, record.size) == (record.address, 4)
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_memory_destinations_and_the_bypass_policy_write_through_gl2(target):
+    """WRITE_DATA DST_SEL MEM and TC_L2 with CACHE_POLICY BYPASS leave nothing dirty: no write-back needed."""
+    for packet in (pm4.write_data(0, [NEW], dst_sel=5), pm4.write_data(0, [NEW], dst_sel=2, cache_policy=3)):
+        def stream(gpu, vram, gtt, q, packet=packet):
+            q.submit([packet[0], packet[1], vram.va & 0xFFFFFFFF, vram.va >> 32, *packet[4:]] + _release(target, gtt.va))
+            return vram.va
+        for model in ("report", "adversarial"):
+            assert _outcome(target, model, stream) == (NEW, [])
+
+
+def test_gl2_discard_drops_dirty_lines():
+    target = "gfx1100"  # GL2_DISCARD is a gfx11 GCR bit
+
+    def stream(gpu, vram, gtt, q):
+        q.submit(pm4.write_data(vram.va, [NEW], dst_sel=2) + pm4.acquire_mem("gfx11", gl2_discard=1, gl2_wb=1)
+                 + _release(target, gtt.va))
+        return vram.va
+    assert _outcome(target, "adversarial", stream)[0] == 0
+    value, records = _outcome(target, "report", stream)
+    assert value == NEW and [r.kind for r in records] == ["discarded"]
+
+
+# -- GL2 invalidate ------------------------------------------------------------------------------------------------
+
+L2_INV_FORMS = {
+    "ACQUIRE_MEM": lambda t, gtt: pm4.acquire_mem(FAMILY[t], **L2_INV[t]),
+    "RELEASE_MEM": lambda t, gtt: pm4.release_mem(gtt.va + 64, 0, data_sel=1, family=FAMILY[t], **L2_INV[t]),
+}
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+@pytest.mark.parametrize("form", L2_INV_FORMS)
+def test_a_gl2_line_goes_stale_when_memory_changes_behind_it(target, form):
+    """A clean GL2 copy of VRAM, then the host writes memory: the CP reads the old copy until GL2 is invalidated."""
+    def stream(on):
+        def run(gpu, vram, gtt, q):
+            q.submit(pm4.write_data(vram.va, [OLD], dst_sel=2) + _release(target, gtt.va, **WB[target]))
+            gpu.run()
+            vram.u32()[0] = NEW  # behind GL2's back (no HDP in the direct API: host pages are memory)
+            q.submit((L2_INV_FORMS[form](target, gtt) if on else []) +
+                     pm4.copy_data(vram.va, gtt.va + 8, src_sel=2, dst_sel=5))
+            return gtt.va + 8
+        return run
+    (record,) = _check(target, stream(True), stream(False), NEW, OLD, L2_INV_NAME[target])
+    assert record.kind == "stale line" and record.writer.startswith("the host")
+
+
+# -- SDMA's path -----------------------------------------------------------------------------------------------------
+
+def _sdma_version(target):
+    return "sdma6" if target == "gfx1100" else "sdma4"
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_sdma_reads_dirty_gl2_data_on_gfx11_and_memory_around_it_on_gfx942(target):
+    def stream(on):
+        def run(gpu, vram, gtt, q):
+            q.submit(pm4.write_data(vram.va, [NEW], dst_sel=2) + (pm4.acquire_mem(FAMILY[target], **WB[target])
+                                                                   if on else []))
+            gpu.run()
+            gpu.sdma_queue().submit(sdma.copy_linear(gtt.va, vram.va, 4, _sdma_version(target)))
+            return gtt.va
+        return run
+    if target == "gfx1100":  # SDMA 6 is a GL2 client: the copy sees the dirty line
+        for model in ("report", "adversarial"):
+            assert _outcome(target, model, stream(False)) == (NEW, [])
+        return
+    (record,) = _check(target, stream(True), stream(False), NEW, 0, "TC_WB")
+    assert record.kind == "not written back" and record.reader.startswith("queue sdma_0")
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_an_sdma_write_leaves_gl2_stale_only_on_gfx942(target):
+    def stream(on):
+        def run(gpu, vram, gtt, q):
+            q.submit(pm4.write_data(vram.va, [OLD], dst_sel=2) + _release(target, gtt.va, **WB[target]))
+            gpu.run()
+            gpu.sdma_queue().submit(sdma.write_untiled(vram.va, [NEW], _sdma_version(target)))
+            gpu.run()
+            q.submit((pm4.acquire_mem(FAMILY[target], **L2_INV[target]) if on else [])
+                     + pm4.copy_data(vram.va, gtt.va + 8, src_sel=2, dst_sel=5))
+            return gtt.va + 8
+        return run
+    if target == "gfx1100":  # SDMA 6 writes through GL2: its copy is current
+        for model in ("report", "adversarial"):
+            assert _outcome(target, model, stream(False)) == (NEW, [])
+        return
+    (record,) = _check(target, stream(True), stream(False), NEW, OLD, "TC")
+    assert "WRITE_UNTILED" in record.writer
+
+
+@pytest.mark.parametrize("user", [False, True])
+def test_sdma_gcr_req_writes_gl2_back(user):
+    target = "gfx1100"
+
+    def stream(on):
+        def run(gpu, vram, gtt, q):
+            q.submit(pm4.write_data(vram.va, [NEW], dst_sel=2))
+            gpu.run()
+            gpu.sdma_queue().submit(sdma.gcr_req(1 << 15 if on else 0, user=user))
+            return vram.va
+        return run
+    for model in ("report", "adversarial"):
+        assert _outcome(target, model, stream(True)) == (NEW, [])
+    assert _outcome(target, "adversarial", stream(False))[0] == 0
+
+
+# -- the model costs nothing when off ----------------------------------------------------------------------------
+
+def test_the_coherent_model_has_no_model_object_and_a_plain_address_space():
+    from hcqsim.memory import AddressSpace
+    from hcqsim.shader import cached, lanemem
+    gpu = EmulatedGPU()
+    try:
+        assert gpu.coherence is None and type(gpu.memory) is AddressSpace
+        assert gpu.shader_core._fetch is None
+
+        class Ctx:
+            space = gpu.memory
+        assert cached.vector(None, Ctx) is lanemem and cached.scalar(None, Ctx) is lanemem
+    finally:
+        gpu.close()
+
+
+# -- the shader's levels, instructions and bits (kernels through the runtime, streams edited by hand) -------------
+
+_HEAD = "declare i32 @llvm.amdgcn.workitem.id.x()\ndeclare void @llvm.amdgcn.s.dcache.inv()\n"
+_LOAD = {"plain": "load i32, ptr addrspace(1) %p", "atomic": 'load atomic i32, ptr addrspace(1) %p syncscope("agent") '
+         "monotonic, align 4"}
+
+
+def _kernel(name: str, sig: str, body: str) -> str:
+    return (_HEAD + f"define amdgpu_kernel void @{name}({sig}) {{\nentry:\n  %i = call i32 @llvm.amdgcn.workitem.id.x()\n"
+            f"{body}  ret void\n}}\n")
+
+
+def _copy_ir(name: str, fence: bool, load: str = "plain") -> str:
+    return _kernel(name, "ptr addrspace(1) %in, ptr addrspace(1) %out",
+                   ('  fence syncscope("agent") acquire\n' if fence else "")
+                   + f"  %p = getelementptr i32, ptr addrspace(1) %in, i32 %i\n  %v = {_LOAD[load]}\n"
+                     "  %q = getelementptr i32, ptr addrspace(1) %out, i32 %i\n  store i32 %v, ptr addrspace(1) %q\n")
+
+
+def _const_ir(name: str, dcache_inv: bool) -> str:  # a uniform load of constant memory: s_load through GLK
+    return _kernel(name, "ptr addrspace(4) %c, ptr addrspace(1) %out",
+                   ("  call void @llvm.amdgcn.s.dcache.inv()\n" if dcache_inv else "")
+                   + "  %v = load i32, ptr addrspace(4) %c, align 4\n"
+                     "  %q = getelementptr i32, ptr addrspace(1) %out, i32 %i\n  store i32 %v, ptr addrspace(1) %q\n")
+
+
+def _fill_ir(name: str, value: int, release: bool = False) -> str:
+    return _kernel(name, "ptr addrspace(1) %out", "  %q = getelementptr i32, ptr addrspace(1) %out, i32 %i\n"
+                   f"  store i32 {value}, ptr addrspace(1) %q\n" + ('  fence syncscope("agent") release\n'
+                                                                   if release else ""))
+
+
+KERNELS = {"copy": _copy_ir("copy", False), "copy_acquire": _copy_ir("copy_acquire", True),
+           "copy_atomic": _copy_ir("copy_atomic", False, "atomic"), "const": _const_ir("const", False),
+           "const_inv": _const_ir("const_inv", True), "fill_a": _fill_ir("fill_a", 0xA),
+           "fill_b": _fill_ir("fill_b", 0xB), "fill_release": _fill_ir("fill_release", NEW, release=True)}
+
+
+@functools.lru_cache(maxsize=None)
+def _code(name: str, target: str) -> bytes:
+    from hcqsim.compiler import compile_llvm
+    return compile_llvm(KERNELS[name], target)
+
+
+def _exec(q, program, args, *, acquire=None, flush=True):
+    """A runtime dispatch with its leading ACQUIRE_MEM replaced (`acquire`, [] drops it) and its trailing
+    CS_PARTIAL_FLUSH dropped when not `flush`."""
+    n0 = len(q.packets)
+    q.exec(program, args, 64, 64)
+    if acquire is not None:
+        q.packets[n0] = acquire
+    if not flush:
+        q.packets[-1] = []
+    return q
+
+
+def _run_stream(target, model, build):
+    """`build(dev, q, bufs) -> output Buffer` edits one compute stream; it runs, the host reads word 0 of the
+    output (after the runtime's signal release: full write-back and invalidate)."""
+    from hcqsim.runtime import open_device
+    dev = open_device("sim", target=target, memory_model=model)
+    try:
+        bufs = [dev.alloc(4096) for _ in range(4)]
+        for b in bufs:
+            b.view[:] = np.frombuffer(np.full(1024, OLD, np.uint32).tobytes(), np.uint8)
+        q = dev.compute_queue()
+        out = build(dev, q, bufs)
+        done = dev.new_signal(0)
+        q.signal(done, 1).submit()
+        done.wait(1)
+        return int(out.view[:4].view(np.uint32)[0]), list(dev.os.system.memory_reports)
+    finally:
+        dev.close()
+
+
+def _check_stream(target, build_with, build_without, good, old, missing):
+    for model in ("report", "adversarial"):
+        value, records = _run_stream(target, model, build_with)
+        assert (value, records) == (good, []), (model, hex(value), [str(r) for r in records])
+    assert _run_stream(target, "adversarial", build_without)[0] == old
+    value, records = _run_stream(target, "report", build_without)
+    assert value == good and missing in {r.missing for r in records}, [str(r) for r in records]
+    return records
+
+
+def _rewrite(q, buf, value=NEW):
+    q._add(pm4.write_data(buf.va, [value] * 64))  # the CP writes through GL2: the vector levels keep old copies
+
+
+VECTOR_INV = {  # target -> {name: the packet before the second kernel (instead of the runtime's ACQUIRE_MEM)}
+    "gfx1100": {"GLV_INV+GL1_INV": pm4.acquire_mem("gfx11", glv_inv=1, gl1_inv=1),
+                "RELEASE_MEM GLV_INV+GL1_INV": pm4.release_mem(0, 0, data_sel=0, glv_inv=1, gl1_inv=1)},
+    "gfx942": {"TCL1": pm4.acquire_mem("gfx9", tcl1_action_ena=1),
+               "TCL1_VOL": pm4.acquire_mem("gfx9", tcl1_vol_action_ena=1),
+               "RELEASE_MEM TCL1": pm4.release_mem(0, 0, data_sel=0, family="gfx9", tcl1_action_ena=1),
+               "RELEASE_MEM TCL1_VOL": pm4.release_mem(0, 0, data_sel=0, family="gfx9", tcl1_vol_action_ena=1)},
+}
+FIRST_STALE = {"gfx1100": "GLV_INV", "gfx942": "TCL1"}
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_a_kernel_reads_a_stale_vector_line_until_the_vector_levels_are_invalidated(target):
+    def build(acquire):
+        def run(dev, q, bufs):
+            prog = dev.load_program(_code("copy", target), "copy")
+            x, out1, out2 = bufs[:3]
+            _exec(q, prog, [x, out1])  # fills GLV (and GL1) with x's old words
+            _rewrite(q, x)
+            _exec(q, prog, [x, out2], acquire=acquire)
+            return out2
+        return run
+    for name, acquire in VECTOR_INV[target].items():
+        (record,) = _check_stream(target, build(acquire), build([]), NEW, OLD, FIRST_STALE[target])
+        assert record.kind == "stale line" and "WRITE_DATA" in record.writer and "global_load" in record.reader
+
+
+def test_gfx11_glv_and_gl1_each_need_their_own_invalidate():
+    target = "gfx1100"
+
+    def build(acquire):
+        def run(dev, q, bufs):
+            prog = dev.load_program(_code("copy", target), "copy")
+            x, out1, out2 = bufs[:3]
+            _exec(q, prog, [x, out1])
+            _rewrite(q, x)
+            _exec(q, prog, [x, out2], acquire=acquire)
+            return out2
+        return run
+    for acquire, missing in ((pm4.acquire_mem("gfx11", glv_inv=1), "GL1_INV"),
+                             (pm4.acquire_mem("gfx11", gl1_inv=1), "GLV_INV"),
+                             (pm4.release_mem(0, 0, data_sel=0, gl1_inv=1), "GLV_INV")):
+        assert _run_stream(target, "adversarial", build(acquire))[0] == OLD
+        value, records = _run_stream(target, "report", build(acquire))
+        assert value == NEW and {r.missing for r in records} == {missing}
+    release = pm4.release_mem(0, 0, data_sel=0, glv_inv=1, gl1_inv=1)  # the RELEASE_MEM bits act too
+    assert _run_stream(target, "adversarial", build(release)) == (NEW, [])
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+@pytest.mark.parametrize("kernel", ["copy_acquire", "copy_atomic"])
+def test_an_acquire_fence_or_an_agent_scope_load_in_the_kernel_sees_the_new_words(target, kernel):
+    """gfx11: buffer_gl1_inv + buffer_gl0_inv / a glc load; gfx942: buffer_inv sc1 / an sc1 load."""
+    def build(name):
+        def run(dev, q, bufs):
+            first = dev.load_program(_code("copy", target), "copy")
+            second = dev.load_program(_code(name, target), name)
+            x, out1, out2 = bufs[:3]
+            _exec(q, first, [x, out1])
+            _rewrite(q, x)
+            _exec(q, second, [x, out2], acquire=[])
+            return out2
+        return run
+    _check_stream(target, build(kernel), build("copy"), NEW, OLD, FIRST_STALE[target])
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_a_scalar_load_reads_a_stale_k_cache_line_until_glk_is_invalidated(target):
+    kcache = {"gfx1100": pm4.acquire_mem("gfx11", glk_inv=1, gl1_inv=1),
+              "gfx942": pm4.acquire_mem("gfx9", sh_kcache_action_ena=1)}[target]
+
+    def build(acquire, second="const"):
+        def run(dev, q, bufs):
+            first = dev.load_program(_code("const", target), "const")
+            again = dev.load_program(_code(second, target), second)
+            c, out1, out2 = bufs[:3]
+            _exec(q, first, [c, out1])
+            _rewrite(q, c)
+            _exec(q, again, [c, out2], acquire=acquire)
+            return out2
+        return run
+    (record,) = _check_stream(target, build(kcache), build([]), NEW, OLD,
+                              {"gfx1100": "GLK_INV", "gfx942": "SH_KCACHE"}[target])
+    assert "s_load" in record.reader
+    if target == "gfx1100":  # GLK refills from GL1: s_dcache_inv alone leaves the GL1 copy
+        assert _run_stream(target, "adversarial", build(pm4.acquire_mem("gfx11", gl1_inv=1), "const_inv")) == \
+            (NEW, [])
+        assert _run_stream(target, "report", build([], "const_inv"))[1][0].missing == "GL1_INV"
+    else:  # s_dcache_inv in the kernel is enough on gfx942
+        _check_stream(target, build([], "const_inv"), build([]), NEW, OLD, "SH_KCACHE")
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_code_rewritten_in_place_runs_old_instructions_until_gli_is_invalidated(target):
+    icache = {"gfx1100": pm4.acquire_mem("gfx11", gli_inv=1, gl1_inv=1),
+              "gfx942": pm4.acquire_mem("gfx9", sh_icache_action_ena=1)}[target]
+
+    def build(acquire):
+        def run(dev, q, bufs):
+            a = dev.load_program(_code("fill_a", target), "fill_a")
+            b = dev.load_program(_code("fill_b", target), "fill_b")
+            assert a.image.size == b.image.size and a.entry_va - a.image.va == b.entry_va - b.image.va
+            out1, out2 = bufs[:2]
+            _exec(q, a, [out1])  # a's instructions enter GLI
+            q._add(pm4.dma_data(a.image.va, b.image.va, a.image.size))  # b's code over a's, through GL2
+            _exec(q, a, [out2], acquire=acquire)
+            return out2
+        return run
+    missing = {"gfx1100": "GLI_INV", "gfx942": "SH_ICACHE"}[target]
+    records = _check_stream(target, build(icache), build([]), 0xB, 0xA, missing)
+    assert {r.missing for r in records} == {missing}  # one record per instruction fetched stale
+    assert all("instruction fetch" in r.reader and "DMA_DATA" in r.writer for r in records)
+
+
+def test_gfx942_buffer_wbl2_in_the_kernel_writes_l2_back_before_a_release_without_tc_wb():
+    from hcqsim.runtime import open_device
+    target = "gfx942"
+
+    def host_sees(model, name):
+        dev = open_device("sim", target=target, memory_model=model)
+        try:
+            out, done, gate = dev.alloc(4096), dev.new_signal(0), dev.new_signal(0)
+            q = _exec(dev.compute_queue(), dev.load_program(_code(name, target), name), [out])
+            q._add(pm4.release_mem(done.value_addr, 1, data_sel=1, family="gfx9"))  # no TC_WB
+            q.wait(gate, 1).submit()  # the queue holds there: the host reads before the runtime's own release
+            dev.os.system.gpus[0].run()
+            assert done.value == 1
+            seen = int(out.view[:4].view(np.uint32)[0]), [r.missing for r in dev.os.system.memory_reports]
+            gate.value = 1
+            dev.os.system.gpus[0].run()
+            return seen
+        finally:
+            dev.close()
+    assert host_sees("adversarial", "fill_release") == (NEW, []) and host_sees("report", "fill_release") == (NEW, [])
+    assert host_sees("adversarial", "fill_a") == (0, [])
+    assert host_sees("report", "fill_a") == (0xA, ["TC_WB"])
+
+
+# -- partial flushes ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_dependent_dispatches_without_a_partial_flush_are_recorded(target):
+    def build(flush):
+        def run(dev, q, bufs):
+            prog = dev.load_program(_code("copy", target), "copy")
+            x, y, z = bufs[:3]
+            _exec(q, prog, [x, y], flush=flush)  # writes y
+            _exec(q, prog, [y, z])  # reads y: may run beside the first dispatch without the flush
+            return z
+        return run
+    assert _run_stream(target, "report", build(True)) == (OLD, [])
+    value, records = _run_stream(target, "report", build(False))
+    assert value == OLD and [(r.kind, r.missing) for r in records] == [("no partial flush", "CS_PARTIAL_FLUSH")]
+    assert "dispatch 0" in records[0].writer and "dispatch 1" in records[0].reader
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_a_write_data_after_a_dispatch_without_a_partial_flush_is_recorded(target):
+    def build(flush):
+        def run(dev, q, bufs):
+            prog = dev.load_program(_code("copy", target), "copy")
+            _exec(q, prog, [bufs[0], bufs[1]], flush=flush)
+            q._add(pm4.write_data(bufs[2].va, [NEW]))  # "the kernel is done" -- it may not be
+            return bufs[2]
+        return run
+    assert _run_stream(target, "report", build(True)) == (NEW, [])
+    value, records = _run_stream(target, "report", build(False))
+    assert [(r.kind, r.missing) for r in records] == [("no partial flush", "CS_PARTIAL_FLUSH")]
+    assert "WRITE_DATA" in records[0].reader
+
+
+# -- adversarial evictions: a policy choice ---------------------------------------------------------------------
+
+def test_without_an_eviction_hook_a_dirty_line_stays_until_written_back_and_a_policy_may_evict_it():
+    from hcqsim.gpu import ExplicitChoices
+    asked = []
+
+    def run(policy):
+        gpu = EmulatedGPU(memory_model="adversarial", policy=policy)
+        try:
+            vram, q = gpu.alloc(4096, "vram"), gpu.compute_queue()
+            q.submit(pm4.write_data(vram.va, [NEW], dst_sel=2))
+            q.submit(pm4.nop(2) if hasattr(pm4, "nop") else pm4.write_data(vram.va + 256, [0], dst_sel=5))
+            return int(vram.u32()[0])
+        finally:
+            gpu.close()
+    assert run("run_to_block") == 0  # kept dirty: nothing wrote it back
+    evict_all = ExplicitChoices(lambda n: (0, 1 << 30), evictions=lambda n: asked.append(n) or list(range(n)))
+    assert run(evict_all) == NEW and asked  # the policy evicted it at the second progress point: written back

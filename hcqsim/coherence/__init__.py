@@ -14,10 +14,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 
 from .report import MISSING_NAMES, MemoryReport, ReportLog
 
 MODELS = ("coherent", "report", "adversarial")
+ENVIRONMENT = "HCQSIM_MEMORY_MODEL"  # the default model of every machine built without memory_model=
+
+
+def default_model() -> str:
+    return check_model(os.environ.get(ENVIRONMENT, "").strip() or "coherent")
 
 
 def check_model(name: str) -> str:
@@ -39,4 +45,5 @@ def make_model(gpu, name: str, log: ReportLog):
     return model
 
 
-__all__ = ["MODELS", "MISSING_NAMES", "MemoryReport", "ReportLog", "check_model", "make_model"]
+__all__ = ["ENVIRONMENT", "MODELS", "MISSING_NAMES", "MemoryReport", "ReportLog", "check_model", "default_model",
+           "make_model"]

@@ -53,6 +53,7 @@ class Lines:
         n = -(-size // LINE)
         self.data = np.zeros(n * LINE, np.uint8)
         self.valid = np.zeros(n, bool)
+        self.seq = np.zeros(n, np.int64)  # the model's write count when each line was filled or last written
         self.dirty = np.zeros(n * LINE, bool) if write_back else None
         self.writer = np.full(n, -1, np.int32) if write_back else None  # actor id of the last dirtying store
 
@@ -69,6 +70,7 @@ class MapState:
         self.dram = host_view(m.start, self.size)
         self.levels: dict[str, Lines] = {}
         self.last_writer = np.full(-(-self.size // LINE), -1, np.int32)  # who last wrote each line, anywhere
+        self.write_seq = np.zeros(-(-self.size // LINE), np.int64)  # the model's write count at that write
 
     def level(self, name: str) -> Lines:
         lv = self.levels.get(name)
@@ -100,18 +102,20 @@ class CacheModel:
         self.states: dict[Mapping, MapState] = {}
         self.agent = None  # the activity whose engine accesses go through gpu.memory now (None: the host)
         self.actors: list = []  # actor id -> description (a str or a callable giving one)
-        self.actor_queue: list = []  # actor id -> the queue whose work it is (releases check their own writes)
+        self.queue_actors: dict = {}  # queue -> ids of the actors that are its work (releases check their own)
         self._actor_ids: dict = {}
         self.footprints: dict = {}  # dispatch -> (lines read, lines written): partial-flush checks (report mode)
         self.stats = {"fills": 0, "write_backs": 0, "invalidates": 0}
+        self.seq = 1  # GPU writes so far (+1): a copy newer than every GPU write that differs saw an unseen writer
 
     # -- reports ------------------------------------------------------------------------------------
 
     def report(self, kind: str, address: int, size: int, writer: str, reader: str, missing: str, *,
-               level: str = "", detail: str = "") -> MemoryReport:
-        """Record one hazard (repeats of the same writer/reader/missing pair widen the earlier record)."""
+               level: str = "", detail: str = "", key: tuple = ()) -> MemoryReport:
+        """Record one hazard (repeats of the same writer/reader/missing pair, or of `key`, widen the earlier
+        record)."""
         return self.log.add(MemoryReport(kind, address, size, writer, reader, missing, gpu=self.gpu.label,
-                                         level=level, detail=detail))
+                                         level=level, detail=detail, key=key))
 
     @property
     def reporting(self) -> bool:
@@ -123,7 +127,8 @@ class CacheModel:
         if i is None:
             i = self._actor_ids[key] = len(self.actors)
             self.actors.append(describe)
-            self.actor_queue.append(queue)
+            if queue is not None:
+                self.queue_actors.setdefault(queue, set()).add(i)
         return i
 
     def engine_actor(self, q) -> int:
@@ -225,6 +230,7 @@ class CacheModel:
                 lo, hi = a * LINE, min(b * LINE, st.size)
                 lv.data[lo:hi] = below.data[lo:hi] if below is not None else self._dram_fill(st, lo, hi, reader)
             lv.valid[need] = True
+            lv.seq[need] = below.seq[need] if below is not None else self.seq  # as new as what it copied
             self.stats["fills"] += int(need.size)
         return first
 
@@ -258,6 +264,8 @@ class CacheModel:
         DRAM written), "dram" (DRAM only: GL2 lines present keep their old bytes -- SDMA 4)."""
         hi = lo + len(data)
         st.last_writer[lo >> LINE_SHIFT:((hi - 1) >> LINE_SHIFT) + 1] = writer_id  # (no CU-side level sees it)
+        self.seq += 1
+        st.write_seq[lo >> LINE_SHIFT:((hi - 1) >> LINE_SHIFT) + 1] = self.seq
         gl2 = st.levels.get("GL2") if st.mtype == "rw" else None
         if route == "l2" and st.mtype == "rw":
             lines = np.arange(lo >> LINE_SHIFT, ((hi - 1) >> LINE_SHIFT) + 1)
@@ -266,6 +274,7 @@ class CacheModel:
             gl2.data[lo:hi] = data
             gl2.dirty[lo:hi] = True
             gl2.writer[lines] = writer_id
+            gl2.seq[lines] = self.seq
             if not self.adversarial:
                 st.dram[lo:hi] = data
             return
@@ -274,6 +283,7 @@ class CacheModel:
             present = np.repeat(gl2.valid[lines], LINE)[(lo - lines[0] * LINE):(lo - lines[0] * LINE) + len(data)]
             gl2.data[lo:hi][present] = data[present]
             gl2.dirty[lo:hi][present] = False
+            gl2.seq[lines[gl2.valid[lines]]] = self.seq
         self._dram_write(st, lo, data, lambda: self.describe(writer_id))
 
     # -- shader accesses: per-lane byte addresses -------------------------------------------------------
@@ -315,17 +325,21 @@ class CacheModel:
         if dispatch is not None and self.reporting:
             self._footprint(dispatch, st, lines, True, reader)
         st.last_writer[lines] = writer_id
+        self.seq += 1
+        st.write_seq[lines] = self.seq
         for name in update:
             lv = st.levels.get(name)
             if lv is not None:
                 present = lv.valid[B >> LINE_SHIFT]
                 lv.data[B[present]] = flat[present]
+                lv.seq[lines[lv.valid[lines]]] = self.seq
         if write_back and st.mtype == "rw":
             self._fill(st, ("GL2",), lines, lambda: self.describe(writer_id))
             gl2 = st.levels["GL2"]
             gl2.data[B] = flat
             gl2.dirty[B] = True
             gl2.writer[lines] = writer_id
+            gl2.seq[lines] = self.seq
             if not self.adversarial:
                 st.dram[B] = flat
             return
@@ -334,6 +348,7 @@ class CacheModel:
             present = gl2.valid[B >> LINE_SHIFT]
             gl2.data[B[present]] = flat[present]
             gl2.dirty[B[present]] = False
+            gl2.seq[lines[gl2.valid[lines]]] = self.seq
         st.dram[B] = flat
         if self.dram_write_hooks:
             who = self.describe(writer_id)
@@ -354,7 +369,7 @@ class CacheModel:
             offs = B[sel]
             line = int(offs[0] >> LINE_SHIFT)
             self.report("stale line", st.start + int(offs.min()), int(offs.max() - offs.min()) + 1,
-                        self.describe(int(st.last_writer[line])), who, self.missing_invalidate(levels[i]),
+                        self._newer_writer(st, levels[i], line), who, self.missing_invalidate(levels[i]),
                         level=self.level_name(levels[i]),
                         detail=f"the {self.level_name(levels[i])} copy was filled before this memory was written "
                                f"and no invalidate of that level came between")
@@ -366,10 +381,18 @@ class CacheModel:
             offs = np.nonzero(bad)[0] + lo
             line = int(offs[0] >> LINE_SHIFT)
             self.report("stale line", st.start + int(offs.min()), int(offs.max() - offs.min()) + 1,
-                        self.describe(int(st.last_writer[line])), reader() if callable(reader) else reader,
+                        self._newer_writer(st, level, line), reader() if callable(reader) else reader,
                         self.missing_invalidate(level), level=self.level_name(level),
                         detail="the GL2 copy was filled before memory was written behind it (the host, or an "
                                "engine that goes around GL2) and no GL2 invalidate came between")
+
+    def _newer_writer(self, st, level: str, line: int) -> str:
+        """Who wrote the memory a stale copy misses: the last GPU writer of the line if it wrote after the copy was
+        taken, else someone the model does not see (the host)."""
+        lv = st.levels[level]
+        if st.last_writer[line] >= 0 and st.write_seq[line] > lv.seq[line]:
+            return self.describe(int(st.last_writer[line]))
+        return self.describe(-1)
 
     def _dirty_read(self, st, gl2, lo, hi, reader) -> None:
         if not self.reporting:
@@ -386,7 +409,7 @@ class CacheModel:
         not visible to the host or a peer reading VRAM through the BAR (facts 6.2, 6.4): each is a record."""
         if not self.reporting:
             return
-        mine = {i for i, q in enumerate(self.actor_queue) if q is queue}
+        mine = self.queue_actors.get(queue)
         if not mine:
             return
         for st in list(self.states.values()):
@@ -403,6 +426,7 @@ class CacheModel:
                 lo, hi = int(idx.min()), int(idx.max()) + 1
                 self.report("not written back", st.start + lo, hi - lo, self.describe(w),
                             f"the host or a peer reading VRAM after {what}", self.missing_write_back,
+                            key=("released dirty", self.gpu.label, w),  # later releases: the same record
                             level=self.level_name("GL2"),
                             detail=f"{what} signalled completion while this queue's earlier writes were still dirty "
                                    f"in GL2; a reader through the BAR sees the old bytes")

@@ -57,6 +57,12 @@ class MemoryReport:
         return "\n".join(lines)
 
 
+# Every record any machine of this process added, oldest first (bounded): the pytest plugin's check of a whole run
+# under HCQSIM_MEMORY_MODEL looks here, since tests may build machines the plugin never sees.
+SEEN: list[MemoryReport] = []
+SEEN_LIMIT = 10_000
+
+
 class ReportLog:
     """The reports of one machine: a list (shared by its GPUs) plus the index that merges repeats."""
 
@@ -77,4 +83,6 @@ class ReportLog:
         record.key = key
         self._by_key[key] = record
         self.records.append(record)
+        if len(SEEN) < SEEN_LIMIT:
+            SEEN.append(record)
         return record

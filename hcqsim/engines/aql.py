@@ -9,7 +9,7 @@ write index but not yet published the header); it resumes once the header change
 the packet index. A kernel dispatch launches its waves on the shared shader core and the processor moves
 on to the next packet; a packet with the barrier bit set starts only once every earlier dispatch of the
 queue has finished, and a dispatch's completion signal is decremented when its last wave ends (fence
-scopes are checked; memory is coherent, so they have nothing more to do). Completion: the signal's value is decremented
+scopes are checked, and with a memory model on act on the modelled caches: `_fence`). Completion: the signal's value is decremented
 (the processor is the only writer while it runs) and, when the signal has an event mailbox, the event id
 is written there and a CP end-of-pipe interrupt with ctxid = event id is raised, as ROCr's interrupt
 signals expect; with ENABLE_PROFILING in amd_queue_t.queue_properties the signal's start_ts/end_ts get
@@ -120,20 +120,41 @@ class AQLQueue(PM4Queue):
         if hdr >> HEADER_BARRIER & 1 and not self.drain_dispatches(stream, pos, f"{where} barrier bit", retry=True):
             return  # the barrier bit: the packet starts once every earlier packet has completed
         self.gpu.clock += self._packet_cost
+        if self.gpu.coherence is not None:
+            self._fence(hdr >> HEADER_ACQUIRE & 3, acquire=True)
         if ptype == TYPE_KERNEL_DISPATCH:
             running = self._dispatch(raw, stream, pos, index, where)
             stream.pos = pos + PACKET_SIZE  # consumed once launched: a faulting packet is not counted
             signal, started = struct.unpack_from("<Q", raw, 56)[0], self.started[1]
+            release = hdr >> HEADER_RELEASE & 3
             if running is None:
+                self._fence(release, acquire=False)
                 self._complete(signal, index, started)
             else:  # completes with its last wave; the processor goes on to the next packet
-                running.on_done.append(lambda: self._complete(signal, index, started))
+                running.on_done.append(lambda: (self._fence(release, acquire=False), signal and self._released(index),
+                                                self._complete(signal, index, started)))
         elif ptype in (TYPE_BARRIER_AND, TYPE_BARRIER_OR):
             self._barrier(stream, pos, raw, ptype == TYPE_BARRIER_OR, index, where)
         elif ptype == TYPE_VENDOR:
             self._vendor(stream, pos, raw, where)
         else:
             raise UnsupportedError(f"{where}: AGENT_DISPATCH packets are not emulated")
+
+    def _fence(self, scope: int, *, acquire: bool) -> None:
+        """A packet's acquire (at its start) or release (at its completion) fence with the cache model on: agent
+        scope invalidates the CU-side levels / (gfx942, an L2 per XCC) writes L2 back; system scope also
+        invalidates / writes back GL2 (HSA fence scopes, LLVM AMDGPUUsage's agent and system sequences)."""
+        model = self.gpu.coherence
+        if model is None or not scope:
+            return
+        if acquire:
+            model.perform({"GLV_INV", "GL1_INV", "GLK_INV", "GLI_INV"} | ({"GL2_INV"} if scope == 2 else set()))
+        elif scope == 2 or not self.gpu.target.is_gfx11:
+            model.perform({"GL2_WB"})
+
+    def _released(self, index: int) -> None:
+        if self.gpu.coherence is not None:  # report mode: what the packet's work left dirty in GL2 is named
+            self.gpu.coherence.released(self, f"queue {self.name}: AQL packet {index}'s completion signal")
 
     def _signal_value(self, signal: int) -> int:
         v = self.gpu.memory.read_u64(signal + SIGNAL_VALUE)

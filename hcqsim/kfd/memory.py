@@ -535,6 +535,8 @@ class ProcessMemory:
         # the event page) are coherent with the CPU without flushes: no GPU cache keeps them
         if bo.flags & (k.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | k.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED):
             m.mtype = "uc"
+        elif bo.kind == "vram" and bo.device is not peer:  # another GPU's VRAM: not local to this L2 (LLVM: NC)
+            m.mtype = "nc"
 
     def _page_table_unmap(self, bo: BufferObject, index: int) -> None:
         if not bo.invalid:  # an invalidated USERPTR is in no page table already

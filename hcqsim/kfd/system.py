@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import weakref
 
-from ..coherence import check_model
+from ..coherence import check_model, default_model
 from ..errors import BlockedQueue
 from ..gpu import EmulatedGPU
 from ..memory import VaWindow
@@ -40,7 +40,7 @@ class EmulatedSystem:
 
     def __init__(self, num_gpus: int = 1, target: str = "gfx1100", seed: int = 0, policy="run_to_block",
                  vram_size: int = 16 << 30, free_running: bool = False, idle_policy: IdlePolicy = IdlePolicy(),
-                 kernel_version: tuple[int, int] = KERNEL_VERSION, memory_model: str = "coherent",
+                 kernel_version: tuple[int, int] = KERNEL_VERSION, memory_model: str | None = None,
                  svm: bool = True):
         if num_gpus < 1:
             raise ValueError("an emulated system needs at least one GPU")
@@ -57,7 +57,9 @@ class EmulatedSystem:
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self.free_running = bool(free_running)
-        self.memory_model = check_model(memory_model)  # before any resource is taken: a bad name loses nothing
+        # before any resource is taken: a bad name loses nothing; None: HCQSIM_MEMORY_MODEL, else coherent
+        memory_model = default_model() if memory_model is None else memory_model
+        self.memory_model = check_model(memory_model)
         self.memory_reports: list = []  # MemoryReport records of every GPU (hcqsim.coherence), in order
         self.window = VaWindow()
         self.gpu_ids = make_gpu_ids(self.target.name, num_gpus)
