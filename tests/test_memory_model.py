@@ -527,6 +527,25 @@ def test_gfx942_buffer_wbl2_in_the_kernel_writes_l2_back_before_a_release_withou
     assert host_sees("report", "fill_a") == (0xA, ["TC_WB"])
 
 
+def test_gfx942_buffer_inv_sc1_also_invalidates_the_l2_copy_an_sdma_write_went_around():
+    target = "gfx942"
+
+    def build(second):
+        def run(dev, q, bufs):
+            x, out1, out2 = bufs[:3]
+            s1, s2 = dev.new_signal(0), dev.new_signal(0)
+            first = dev.compute_queue()  # a builder of its own, submitted now; `q` holds what runs after the copy
+            _exec(first, dev.load_program(_code("copy", target), "copy"), [x, out1]).signal(s1, 1).submit()
+            dev.copy_queue().wait(s1, 1).fill(x, NEW, 256).signal(s2, 1).submit()  # SDMA 4: memory, around L2
+            q.wait(s2, 1)
+            _exec(q, dev.load_program(_code(second, target), second), [x, out2], acquire=[])
+            return out2
+        return run
+    _check_stream(target, build("copy_acquire"), build("copy"), NEW, OLD, "TCL1")
+    value, records = _run_stream(target, "report", build("copy"))
+    assert {r.missing for r in records} == {"TCL1"}  # L1 first; with sc1 both copies are dropped (above)
+
+
 # -- partial flushes ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
