@@ -67,7 +67,7 @@ class MapState:
     def __init__(self, m: Mapping):
         self.m, self.start, self.size = m, m.start, m.end - m.start
         self.mtype = getattr(m, "mtype", None) or DEFAULT_MTYPE.get(m.kind, "uc")
-        self.dram = host_view(m.start, self.size)
+        self.dram = host_view(m.host, self.size)  # the host pages behind the mapping (a USERPTR may sit elsewhere)
         self.levels: dict[str, Lines] = {}
         self.last_writer = np.full(-(-self.size // LINE), -1, np.int32)  # who last wrote each line, anywhere
         self.write_seq = np.zeros(-(-self.size // LINE), np.int64)  # the model's write count at that write

@@ -71,6 +71,9 @@ class Lanes:
             offs = (addrs[sel] - np.uint64(m.start)).astype(np.int64)
             self.model.lanes_store(st, offs, data[sel], self.update if st.mtype != "uc" else (),
                                    self.write_back, writer, dispatch, reader)
+        watch = space.__dict__.get("watch_stores")
+        if watch is not None and groups:  # a spin watch (shader.core): with the model on every store counts as a
+            watch[0] += 1  # change (a spin that stores is then not found; never a false livelock)
 
     check = staticmethod(lanemem.check)
 
