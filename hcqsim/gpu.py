@@ -21,6 +21,7 @@ import numpy as np
 from .aql import QUEUE_READ_DISPATCH_ID, QUEUE_WRITE_DISPATCH_ID
 from .coherence import MemoryReport, ReportLog, check_model, default_model, make_model
 from .coherence.space import CachedSpace
+from .coherence.hdp import HostDataPath
 from .engines.aql import AQLQueue
 from .engines.command_processor import PM4Queue
 from .engines.queue import EngineQueue, Stream
@@ -273,6 +274,7 @@ class EmulatedGPU:
             if max_kernel_steps is not None:
                 self.shader_core.max_kernel_steps = max_kernel_steps
         self._buffers: dict[int, Allocation] = {}
+        self.hdp = HostDataPath(self)  # host stores to CPU-mapped VRAM and the HDP flushes (coherence/hdp.py)
         self._running = False
         self._counts: dict[str, int] = {}
         self._yielded: set = set()  # dispatches that used up a quantum: their queue goes last in the next choices
@@ -438,7 +440,9 @@ class EmulatedGPU:
             evict = getattr(self.policy, "evict_lines", None)  # adversarial: the policy may evict lines here
             if evict is not None and coherence.adversarial:
                 coherence.evict(evict)
+        vram = self.hdp.vram
         try:
+            vram.before_run()  # host stores and HDP-flush register stores since the last run (coherence/hdp.py)
             while condition is None or not condition():
                 ready = self._activities()
                 if not ready:
@@ -470,6 +474,7 @@ class EmulatedGPU:
                 else:
                     q.streak = 0  # blocked or dry: the stream paused
         finally:
+            vram.after_run()
             self._running = False
             if coherence is not None:
                 coherence.agent = None  # back to the host: its accesses are plain memory

@@ -92,3 +92,23 @@ LDS_GRANULE = 512  # RSRC2.LDS_SIZE counts 512-byte granules on gfx9 and gfx11
 def initiator(**bits: int) -> int:
     """A COMPUTE_DISPATCH_INITIATOR value from named bits (e.g. `compute_shader_en=1`)."""
     return INITIATOR.encode(**bits)[0]
+
+
+# NBIO GPU_HDP_FLUSH_REQ / GPU_HDP_FLUSH_DONE: the HDP flush handshake a ring performs (facts 6.4), register dword
+# offsets relative to NBIO base segment 2 (BASE_IDX 2), by NBIO IP version. Sources: Linux
+# drivers/gpu/drm/amd/include/asic_reg/nbio/nbio_4_3_0_offset.h (regBIF_BX_PF_GPU_HDP_FLUSH_REQ 0x0106 / _DONE 0x0107,
+# gfx11 parts; facts 6.4) and nbio_7_9_0_offset.h (regBIF_BX_PF0_GPU_HDP_FLUSH_REQ 0x0106 / _DONE 0x0107, BASE_IDX 2,
+# read for gfx942: nbio_v7_9.c get_hdp_flush_req/done_offset return these). A real ring carries them plus the NBIO
+# segment base from IP discovery; the emulator places that segment at 0, so the offsets appear as they are.
+HDP_FLUSH_REGS = {(4, 3, 0): (0x106, 0x107), (7, 9, 0): (0x106, 0x107)}
+# The client bits of GPU_HDP_FLUSH_REQ/DONE (facts 6.4): cp0..cp9 = bits 0..9 (gfx ring cp0, MEC1 pipes cp2+pipe,
+# MEC2 pipes cp6+pipe), sdma0 / sdma1 = bits 10 / 11.
+HDP_FLUSH_CP0, HDP_FLUSH_SDMA0 = 1 << 0, 1 << 10
+
+
+def hdp_flush_registers(nbio_version: tuple[int, int, int]) -> tuple[int, int]:
+    """(GPU_HDP_FLUSH_REQ, GPU_HDP_FLUSH_DONE) dword offsets for an NBIO IP version; KeyError for one not tabled."""
+    try:
+        return HDP_FLUSH_REGS[tuple(nbio_version)]
+    except KeyError:
+        raise KeyError(f"no GPU_HDP_FLUSH_REQ/DONE offsets for NBIO {'.'.join(map(str, nbio_version))}") from None

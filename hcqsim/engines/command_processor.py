@@ -7,6 +7,7 @@ Caches: with the default memory model memory is coherent and cache-control field
 have nothing to act on; with `memory_model="report"` / `"adversarial"` (`gpu.coherence`, hcqsim.coherence) the
 GCR / CP_COHER / EOP bits of RELEASE_MEM and ACQUIRE_MEM and the EVENT_WRITE cache events act on the modelled
 caches, and WRITE_DATA / COPY_DATA / RELEASE_MEM writes to TC_L2 stay in GL2 until written back (docs/memory_model.md).
+The HDP flush (WAIT_REG_MEM write-wait on GPU_HDP_FLUSH_REQ/DONE) drains the GPU's HDP (coherence/hdp.py).
 Dispatches are asynchronous (HARDWARE_FACTS 6.3): DISPATCH_DIRECT
 launches the waves and the CP reads the next packet; EVENT_WRITE CS_PARTIAL_FLUSH stalls the queue until every
 earlier dispatch has finished; RELEASE_MEM is queued as an end-of-pipe event that writes (and interrupts) once
@@ -158,10 +159,7 @@ class PM4Queue(EngineQueue):
     def _execWAIT_REG_MEM(self, stream, pos, v):
         func, ref, mask = v["function"], v["reference"], v["mask"]
         if v["operation"] == _WRITE_WAIT:  # write REFERENCE to a register, then poll another: the HDP flush
-            if v["mem_space"] == _MEM_SPACE_MEMORY:
-                raise DecodeError("WAIT_REG_MEM OPERATION WRITE_WAIT needs MEM_SPACE REGISTER")
-            # HDP flush request/done: no host write buffer exists in the emulator, the flush is done at once.
-            self.gpu.tick(self.gpu.cost.packet)
+            self._hdp_flush(stream, pos, v)
             return
         if v["mem_space"] == _MEM_SPACE_MEMORY:
             addr = v["poll_addr"] & ~3
@@ -174,6 +172,23 @@ class PM4Queue(EngineQueue):
         if COMPARE[func](read() & mask, ref):
             return
         self.stall(stream, pos, read, func, ref, mask, addr)
+
+    def _hdp_flush(self, stream, pos, v) -> None:
+        """WAIT_REG_MEM OPERATION 1 on NBIO GPU_HDP_FLUSH_REQ (written) / GPU_HDP_FLUSH_DONE (polled), facts 6.4: the
+        HDP's buffered host stores reach VRAM, then DONE shows the requested client bits and the compare runs."""
+        if v["mem_space"] == _MEM_SPACE_MEMORY:
+            raise DecodeError("WAIT_REG_MEM OPERATION WRITE_WAIT needs MEM_SPACE REGISTER")
+        request, done = v["poll_addr"] & REG_ADDRESS_MASK, (v["poll_addr"] >> 32) & REG_ADDRESS_MASK
+        hdp = self.gpu.hdp
+        if not hdp.is_flush_handshake(request, done):
+            want = "/".join(f"0x{r:x}" for r in hdp.flush_registers)
+            raise UnsupportedError(f"WAIT_REG_MEM write-wait on registers 0x{request:x}/0x{done:x}: only the HDP flush "
+                                   f"handshake on GPU_HDP_FLUSH_REQ/DONE ({want}) is emulated")
+        hdp.flush_from(self.name, "WAIT_REG_MEM write-wait on GPU_HDP_FLUSH_REQ/DONE")
+        self.gpu.tick(self.gpu.cost.packet)
+        ref, mask, func = v["reference"], v["mask"], v["function"]
+        if not COMPARE[func](ref & mask, ref):  # DONE holds the bits written to REQ: a compare that fails never passes
+            self.stall(stream, pos, lambda: ref, func, ref, mask, None)
 
     def _execINDIRECT_BUFFER(self, stream, pos, v):
         self.last_jump = (stream, pos)  # named by a runaway report

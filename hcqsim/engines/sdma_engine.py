@@ -3,9 +3,10 @@
 Packets are read with the tables of `hcqsim.sdma`. An `SDMAEngine` holds what the queues of one engine
 share (its engine-local TIMESTAMP counter); an `SDMAQueue` is one user queue on it.
 
-Emulation model: memory is coherent (with the default memory model), so cache policies, MTYPE, GCR_REQ and the HDP-flush handshake
-decode and are checked but have nothing to act on. A COPY finishes before the next packet starts, so
-a FENCE after a COPY already orders after its data, as on hardware.
+Emulation model: memory is coherent (with the default memory model), so cache policies, MTYPE and GCR_REQ
+decode and are checked but have nothing to act on. The HDP-flush handshake (POLL_REGMEM HDP_FLUSH) drains the
+GPU's HDP (coherence/hdp.py). A COPY finishes before the next packet starts, so a FENCE after a COPY already
+orders after its data, as on hardware.
 
 Uncertain behaviour and the choice made here (HARDWARE_FACTS 5.2 / 7):
 * POLL_REGMEM RETRY_COUNT is treated as "retry forever" whatever its value; INTERVAL is ignored
@@ -173,9 +174,7 @@ class SDMAQueue(EngineQueue):
     def _execPOLL_REGMEM(self, stream, pos, v, dws):
         func, ref, mask = v["func"], v["value"], v["mask"]
         if v["hdp_flush"]:
-            if v["mem_poll"]:
-                raise DecodeError("POLL_REGMEM HDP_FLUSH needs MEM_POLL = 0 (the handshake uses NBIO registers)")
-            # No host write buffer exists in the emulator: the flush request is done at once.
+            self._hdp_flush(stream, pos, v)
             return
         if not v["mem_poll"]:
             if func == 0:  # ALWAYS: the compare passes whatever the register holds (ROCr 6.1's first packet on gfx942)
@@ -192,6 +191,23 @@ class SDMAQueue(EngineQueue):
         if COMPARE[func](read() & mask, ref):
             return
         self.stall(stream, pos, read, func, ref, mask, addr)
+
+    def _hdp_flush(self, stream, pos, v) -> None:
+        """POLL_REGMEM HDP_FLUSH = 1 (amdgpu emit_hdp_flush, facts 5.2): VALUE is written to GPU_HDP_FLUSH_REQ (dw2 =
+        its offset << 2), the HDP's buffered host stores reach VRAM, then GPU_HDP_FLUSH_DONE (dw1) is compared."""
+        if v["mem_poll"]:
+            raise DecodeError("POLL_REGMEM HDP_FLUSH needs MEM_POLL = 0 (the handshake uses NBIO registers)")
+        addr = v["addr"]
+        done, request = (addr & 0xFFFFFFFF) >> 2, (addr >> 32) >> 2
+        hdp = self.gpu.hdp
+        if not hdp.is_flush_handshake(request, done):
+            want = "/".join(f"0x{r:x}" for r in hdp.flush_registers)
+            raise UnsupportedError(f"POLL_REGMEM HDP_FLUSH on registers REQ 0x{request:x} / DONE 0x{done:x}: the "
+                                   f"handshake uses GPU_HDP_FLUSH_REQ/DONE ({want})")
+        hdp.flush_from(self.name, "POLL_REGMEM HDP_FLUSH on GPU_HDP_FLUSH_REQ/DONE")
+        ref, mask, func = v["value"], v["mask"], v["func"]
+        if not COMPARE[func](ref & mask, ref):  # DONE holds the bits written to REQ: a compare that fails never passes
+            self.stall(stream, pos, lambda: ref, func, ref, mask, None)
 
     def _execCOND_EXE(self, stream, pos, v, dws):
         addr = self._aligned("COND_EXE", v["addr"], 4)

@@ -251,6 +251,8 @@ class ProcessMemory:
         self.special_pages: list[tuple[int, int]] = []  # doorbell slices, MMIO pages, driver event page
         self.backed = RangeIndex()  # window ranges the driver backs: VRAM/GTT BOs of every device, special pages
         self.userptrs: dict[int, BufferObject] = {}  # handle -> USERPTR BOs mapped on some GPU (revalidated)
+        for dev in driver.devices:  # free-running: host threads store while the GPUs run (coherence/hdp.py)
+            dev.gpu.hdp.vram.concurrent_host = driver.system.free_running
 
     def ioctls(self) -> dict[str, Callable]:
         return {"GET_PROCESS_APERTURES": self.get_process_apertures,
@@ -406,6 +408,8 @@ class ProcessMemory:
             cur = getattr(table, attr)
             if cur is None:
                 setattr(table, attr, self.special_page(bo.size, bo.va, name))
+                if bo.kind == "mmio":  # the GPU's HDP watches the flush registers on it
+                    bo.device.gpu.hdp.map_register_page(bo.va)
             elif cur != bo.va:
                 raise OSError(errno.EINVAL, f"{name}: the {bo.kind} page of {bo.device.label} is already at "
                                             f"0x{cur:x}; emulator limitation: a {bo.kind.upper()} BO must use "
@@ -464,6 +468,7 @@ class ProcessMemory:
         """The BO's memory goes back: unback its pages, return its window range, uncount its VRAM."""
         if bo.kind == "vram":
             self.on[bo.device.index].vram_used -= bo.size
+            bo.device.gpu.hdp.host_unmapped(bo.va, bo.end)
         if bo.backed:
             self.backed.remove(bo.va)
             self.book.window.unback(bo.va)
@@ -474,6 +479,8 @@ class ProcessMemory:
         """A render-node mmap of `bo` (at its own VA, the only place the emulator can map it)."""
         whole = (bo.va, bo.va + page_align(length))
         bo.cpu_maps = sorted(_minus(bo.cpu_maps, [whole]) + [whole])
+        if bo.kind == "vram":  # CPU stores to it go through that GPU's HDP (facts 6.4); GTT/USERPTR do not
+            bo.device.gpu.hdp.host_mapped(*whole, f"VRAM BO 0x{bo.handle:x} of {bo.device.label}")
 
     def _end_cpu_maps(self, lo: int, hi: int, freed_only: bool = False) -> None:
         """munmap (or a MAP_FIXED mapping over) [lo, hi): CPU mappings of BOs there end; a freed BO whose last
@@ -482,6 +489,8 @@ class ProcessMemory:
             if bo is None or not bo.cpu_maps or (freed_only and not bo.freed):
                 continue
             bo.cpu_maps = _minus(bo.cpu_maps, [(lo, hi)])
+            if bo.kind == "vram":
+                bo.device.gpu.hdp.host_unmapped(max(lo, bo.va), min(hi, bo.end))
             if bo.freed and not bo.cpu_maps:
                 self._release_pages(bo)
 
@@ -652,6 +661,7 @@ class ProcessMemory:
         table = self.on[dev.index]
         if table.mmio_va is None:
             table.mmio_va = self.special_page(PAGE_SIZE, None, "mmap")
+            dev.gpu.hdp.map_register_page(table.mmio_va)  # its HDP watches the flush registers on it
         return table.mmio_va
 
     def munmap(self, addr: int, length: int) -> None:
