@@ -98,6 +98,29 @@ KD_BITFIELDS: tuple[tuple[str, str, int, int], ...] = (
 )
 _FLAGS = {name for name, _, hi, lo in KD_BITFIELDS if hi == lo}
 
+# User SGPRs from s0 up, in this fixed order, each present when its descriptor flag is set (facts 4.5): (what, flag,
+# SGPRs, whether the value is a 64-bit address). The V# and flat scratch init are not plain addresses (and not used on
+# architected-flat-scratch targets); kernarg preloading follows them (copies of kernarg dwords: data).
+USER_SGPRS: tuple[tuple[str, str, int, bool], ...] = (
+    ("private_segment_buffer", "enable_sgpr_private_segment_buffer", 4, False),
+    ("dispatch_ptr", "enable_sgpr_dispatch_ptr", 2, True),
+    ("queue_ptr", "enable_sgpr_queue_ptr", 2, True),
+    ("kernarg_segment_ptr", "enable_sgpr_kernarg_segment_ptr", 2, True),
+    ("dispatch_id", "enable_sgpr_dispatch_id", 2, False),
+    ("flat_scratch_init", "enable_sgpr_flat_scratch_init", 2, False),
+    ("private_segment_size", "enable_sgpr_private_segment_size", 1, False),
+)
+
+
+def user_sgpr_layout(descriptor: dict) -> list[tuple[str, int, int, bool]]:
+    """(what, first SGPR, SGPRs, is an address) of each user SGPR item the decoded descriptor enables, in order."""
+    out, sgpr = [], 0
+    for what, flag, n, is_address in USER_SGPRS:
+        if descriptor.get(flag):
+            out.append((what, sgpr, n, is_address))
+            sgpr += n
+    return out
+
 
 def decode_descriptor(raw: bytes) -> dict[str, int | bool]:
     """Every field of a 64-byte kernel descriptor by name (flags as bool). Also usable on a descriptor read

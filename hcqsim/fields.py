@@ -62,12 +62,19 @@ class PacketFormat:
     payload: str | None = None
     payload_dw: int = 0
     doc: str = ""
+    # addresses split over several fields, each a tuple of (field name, the address bit its bit 0 holds): ACQUIRE_MEM's
+    # COHER_BASE (address >> 8) and COHER_BASE_HI (from bit 40) are ((("coher_base", 8), ("coher_base_hi", 40)),).
+    # Printed as the fields they are, canonicalised in traces as the one address they make.
+    split_addresses: tuple[tuple[tuple[str, int], ...], ...] = ()
 
     def __post_init__(self):
         names = [f.name for f in self.fields]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.name}: duplicate field names")
         self.by_name = {f.name: f for f in self.fields}
+        unknown = [n for parts in self.split_addresses for n, _ in parts if n not in self.by_name]
+        if unknown:
+            raise ValueError(f"{self.name}: split address parts {unknown} are not fields")
         self._strict = [f for f in self.fields if f.strict and f.enum is not None]
         # dwords every field needs; `fast_decoder` may only be given at least that many (decode_fast checks)
         self.min_dwords = max((f.dw + (2 if f.hi > 31 else 1) for f in self.fields), default=1)
@@ -162,6 +169,8 @@ class PacketFormat:
         """UMR-style one-liner: NAME field=value ... (enum names shown, addresses in hex)."""
         parts = [self.name]
         skip = set(skip)
+        if canon is not None and self.split_addresses:
+            values = canonical_parts(values, self.split_addresses, canon, {f.name: f.mask for f in self.fields})
         for f in self.fields:
             if f.name in skip or f.name not in values:
                 continue
@@ -175,6 +184,25 @@ class PacketFormat:
             more = f" ...(+{len(data) - 8})" if len(data) > 8 else ""
             parts.append(f"{self.payload}=[{shown}{more}]")
         return " ".join(parts)
+
+
+def canonical_parts(values: Mapping[str, int], split: Iterable[tuple[tuple[str, int], ...]],
+                    canon: Callable[[int], int], masks: Mapping[str, int]) -> Mapping[str, int]:
+    """`values` with each split address (parts (name, shift)) whose parts are all present rewritten through
+    `canon` as one address and split back into its parts (bits outside each part's mask are kept)."""
+    out = None
+    for parts in split:
+        if not all(name in values for name, _ in parts):
+            continue
+        addr = sum((values[name] & masks[name]) << shift for name, shift in parts)
+        moved = canon(addr)
+        if moved == addr:
+            continue
+        out = dict(values) if out is None else out
+        for name, shift in parts:
+            mask = masks[name]
+            out[name] = (values[name] & ~mask) | ((moved >> shift) & mask)
+    return values if out is None else out
 
 
 def _enum_value(f: Field, name: str) -> int:

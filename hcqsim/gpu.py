@@ -28,7 +28,9 @@ from .engines.queue import EngineQueue, Stream
 from .engines.sdma_engine import SDMAEngine, SDMAQueue
 from .errors import BlockedQueue, DeadlockError, EngineError, Fault, QueueError, VMFaultError, gpu_label
 from .fields import PacketFormat
+from .codeobject import KD_SIZE, decode_descriptor, user_sgpr_layout
 from .memory import PAGE_SIZE, AddressSpace, VaWindow, host_view, page_align
+from .registers import ADDRESS_REGISTER_PARTS, REGS, SH_BASE
 from .shader.core import DISPATCH_QUANTUM, EPOCH
 from .targets import Target, get_target
 
@@ -49,6 +51,9 @@ PROGRESS_WORK = 1 << 16
 # computes that long without storing anything.
 OVERTAKE_STEPS = 16 * DISPATCH_QUANTUM
 _HEX = re.compile(r"0x([0-9a-fA-F]+)")  # addresses in messages are canonicalised in traces
+_TRACKED = {"SET_SH_REG", "DISPATCH_DIRECT"}  # packets whose register values a displaced window's trace rewrites
+USER_DATA_0, PGM_LO, PGM_HI = REGS["COMPUTE_USER_DATA_0"], REGS["COMPUTE_PGM_LO"], REGS["COMPUTE_PGM_HI"]
+KD_SEARCH = 1 << 20  # how far from a PM4 launch's code entry its kernel descriptor is looked for (traces only)
 
 
 @dataclass(frozen=True)
@@ -281,6 +286,10 @@ class EmulatedGPU:
         # a running dispatch that changed no memory for this many issue steps no longer holds back the later packets
         # of its queue in the in-order default (see _activities)
         self.overtake_steps = OVERTAKE_STEPS
+        # trace canonicalisation with a displaced window (_canon_regs): per queue, the trace entry that last wrote
+        # each USER_DATA register; code entry -> its kernel descriptor's address
+        self._reg_writers: dict[str, dict[int, tuple[dict, int]]] = {}
+        self._descriptors: dict[int, int] = {}
         self.livelocked = False  # the last progress point ended with nothing but spinning waves
 
     # -- memory ------------------------------------------------------------------------------------
@@ -593,13 +602,88 @@ class EmulatedGPU:
 
     def trace_packet(self, queue: EngineQueue, stream: Stream, pos: int, fmt: PacketFormat, dws: list[int]) -> None:
         # the stream's place, not the stream: a Stream holds its dword cache (a whole IB), the trace must not
-        self.trace.append((self.clock, queue.name, "packet", (stream.place, pos, fmt, dws)))
+        canon = None
+        if self.window.base != self.window.preferred_base and fmt.name in _TRACKED:  # displaced: see _canon_regs
+            canon = self._canon_regs(queue, fmt, dws)
+        self.trace.append((self.clock, queue.name, "packet", (stream.place, pos, fmt, dws, canon)))
 
     def trace_write(self, queue: EngineQueue, addr: int, size: int, value: int) -> None:
         self.trace.append((self.clock, queue.name, "write", (addr, size, value)))
 
     def trace_copy(self, queue: EngineQueue, dst: int, src: int | None, size: int) -> None:
         self.trace.append((self.clock, queue.name, "copy", (dst, src, size)))
+
+    def _canon_regs(self, queue: EngineQueue, fmt: PacketFormat, dws) -> dict[int, int] | None:
+        """With the window away from its preferred base, the register values of this packet that hold addresses,
+        canonical ({payload index: value}; filled in later for USER_DATA). Which values are addresses is data:
+        the address registers of `registers.ADDRESS_REGISTERS`, and the USER_DATA the next DISPATCH_DIRECT's
+        kernel descriptor makes pointers (`codeobject.user_sgpr_layout`). Called before the packet executes, so
+        `queue.regs` holds the registers' values before it."""
+        regs = getattr(queue, "regs", None)
+        if regs is None or len(dws) < 2:
+            return None
+        writers = self._reg_writers.setdefault(queue.name, {})
+        if fmt.name == "DISPATCH_DIRECT":
+            self._canon_user_data(regs, writers)
+            return None
+        first, canon = SH_BASE + (dws[1] & 0xFFFF), {}
+        written = {first + i: v for i, v in enumerate(dws[2:])}
+        for reg in written:  # USER_DATA writes wait for the dispatch that tells what they hold
+            if USER_DATA_0 <= reg < USER_DATA_0 + 16 or reg in ADDRESS_REGISTER_PARTS:
+                writers[reg] = (canon, reg - first)
+        for parts in {ADDRESS_REGISTER_PARTS[r] for r in written.keys() & ADDRESS_REGISTER_PARTS.keys()}:
+            if all(r in writers for r, _, _ in parts):  # each part written by some packet: this address is
+                self._canon_address(parts, lambda r: written.get(r, regs.get(r, 0)), writers)  # (re)done now
+        return canon
+
+    def _canon_address(self, parts, value_of, writers) -> None:
+        """Rewrite the address `parts` ((register, shift, bits), ...) make, in the entries that last wrote them."""
+        addr = sum((value_of(r) & ((1 << bits) - 1)) << shift for r, shift, bits in parts)
+        moved = self.canonical(addr)
+        if moved == addr:
+            return
+        for r, shift, bits in parts:
+            canon, index = writers[r]
+            mask = (1 << bits) - 1
+            canon[index] = (value_of(r) & ~mask & 0xFFFFFFFF) | ((moved >> shift) & mask)
+
+    def _canon_user_data(self, regs: dict[int, int], writers: dict[int, tuple[dict, int]]) -> None:
+        """A DISPATCH_DIRECT: canonicalise the USER_DATA pairs its kernel descriptor makes addresses, in the trace
+        entries that last wrote them."""
+        kd = self._descriptor_of(((regs.get(PGM_LO, 0) | (regs.get(PGM_HI, 0) & 0xFF) << 32) << 8))
+        if kd is None:
+            return
+        for _, sgpr, n, is_address in user_sgpr_layout(kd):
+            lo, hi = USER_DATA_0 + sgpr, USER_DATA_0 + sgpr + 1
+            if is_address and sgpr + n <= 16 and lo in writers and hi in writers:
+                self._canon_address(((lo, 0, 32), (hi, 32, 32)), lambda r: regs.get(r, 0), writers)
+
+    def _descriptor_of(self, entry: int) -> dict | None:
+        """The decoded kernel descriptor whose code entry is `entry` (PM4 launches name the code, not the
+        descriptor): the 64-byte aligned descriptor in the code's mapping with descriptor + kernel_code_entry_byte_
+        offset == entry, searched within KD_SEARCH bytes; None when there is none (a hand-built program)."""
+        cached = self._descriptors.get(entry)
+        m = self.memory.find(entry)
+        if m is None:
+            return None
+        if cached is None or not (m.start <= cached < m.end):
+            lo = max(m.start, (entry - KD_SEARCH) & ~63)
+            hi = min(m.end, entry + KD_SEARCH) & ~63
+            try:
+                raw = np.frombuffer(self.memory.read(lo, hi - lo), np.int64)
+            except EngineError:
+                return None
+            offsets = raw[2::8]  # kernel_code_entry_byte_offset of each 64-byte slot
+            slots = lo + 64 * np.arange(len(offsets), dtype=np.int64)
+            hits = np.flatnonzero(offsets == entry - slots)
+            if not len(hits):
+                return None
+            cached = self._descriptors[entry] = int(slots[hits[0]])
+        try:
+            kd = decode_descriptor(self.memory.read(cached, KD_SIZE))
+        except EngineError:
+            return None
+        return kd if cached + kd["kernel_code_entry_byte_offset"] == entry else None
 
     # -- trace -------------------------------------------------------------------------------------
 
@@ -611,10 +695,12 @@ class EmulatedGPU:
         t, q, kind, data = entry
         head = f"{t:>12} {q:<8} "
         if kind == "packet":
-            (is_ring, base, size), pos, fmt, dws = data
+            (is_ring, base, size), pos, fmt, dws, canon = data
             label = "ring" if is_ring else f"IB at 0x{self.canonical(base):x}"
             offset = pos % size if is_ring else pos
             values = fmt.decode(dws, check=False)
+            if canon:
+                values[fmt.payload] = [canon.get(i, v) for i, v in enumerate(values[fmt.payload])]
             return head + f"{label}+0x{offset:04x} {fmt.format(values, canon=self.canonical, skip=_HEADER_NOISE)}"
         if kind == "write":
             addr, size, value = data

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from .atomics import OP_NAMES as ATOMIC_OP_NAMES
 from .compare import NAMES as COMPARE_NAMES
 from .fields import F, PacketFormat
-from .registers import SH_BASE, UCONFIG_BASE, register_writes
+from .registers import REGISTER_RANGES, SH_BASE, UCONFIG_BASE, canonical_register_values, register_writes
 
 # ---------------------------------------------------------------------------------------------------
 # header (HARDWARE_FACTS 3.1) and opcodes (3.2)
@@ -124,6 +124,10 @@ class RegisterWrites(PacketFormat):
         text = super().format({k: v for k, v in values.items() if k != self.payload}, canon=canon, skip=skip)
         if not regs or "reg_offset" not in values:
             return text
+        if canon is not None:  # an address register whose parts are all in this packet: as one address
+            first = REGISTER_RANGES[self.name][0] + values["reg_offset"]
+            moved = canonical_register_values(first, regs[:self.shown], {}, canon)
+            regs = [moved.get(i, v) for i, v in enumerate(regs)] if moved else regs
         named = register_writes(self.name, values["reg_offset"], regs[:self.shown], self.family)
         more = f" ...(+{len(regs) - self.shown})" if len(regs) > self.shown else ""
         return text + "".join(f" {label}=0x{v:08x}" for _, label, v in named) + more
@@ -188,6 +192,8 @@ def _atomic_mem(op_hi: int) -> PacketFormat:
 _RELEASE_TAIL = (F("dst_sel", 2, 17, 16, enum=RELEASE_DST), F("int_sel", 2, 26, 24, enum=INT_SEL, strict=True),
                  F("data_sel", 2, 31, 29, enum=DATA_SEL, strict=True), _addr("addr", 3), F("data", 5, 63, 0),
                  F("int_ctxid", 7, 31, 0))
+# ACQUIRE_MEM's range start (facts 3.3): COHER_BASE = address >> 8, COHER_BASE_HI[23:0] continues it past 32 bits
+_COHER_BASE = ((("coher_base", 8), ("coher_base_hi", 40)),)
 _RELEASE_HEAD = (F("event_type", 1, 5, 0, enum=EVENT_TYPES), F("event_index", 1, 11, 8, enum=EVENT_INDEX))
 
 _GFX11 = [
@@ -200,7 +206,7 @@ _GFX11 = [
     _fmt("ACQUIRE_MEM", (F("coher_cntl", 1, 30, 0), F("engine_sel", 1, 31), F("coher_size", 2, 31, 0),
                          F("coher_size_hi", 3, 7, 0), F("coher_base", 4, 31, 0), F("coher_base_hi", 5, 23, 0),
                          F("poll_interval", 6, 15, 0))
-         + tuple(F(n, 7, hi, lo) for n, hi, lo in GCR_CNTL_FIELDS), size=8),
+         + tuple(F(n, 7, hi, lo) for n, hi, lo in GCR_CNTL_FIELDS), size=8, split_addresses=_COHER_BASE),
 ]
 _GFX9 = [
     _atomic_mem(5),
@@ -216,7 +222,7 @@ _GFX9 = [
                          F("sh_kcache_vol_action_ena", 1, 28), F("sh_icache_action_ena", 1, 29),
                          F("sh_kcache_wb_action_ena", 1, 30), F("coher_size", 2, 31, 0), F("coher_size_hi", 3, 23, 0),
                          F("coher_base", 4, 31, 0), F("coher_base_hi", 5, 23, 0), F("poll_interval", 6, 15, 0)),
-         size=7),
+         size=7, split_addresses=_COHER_BASE),
 ]
 
 def _register_packets(family: str) -> list[PacketFormat]:

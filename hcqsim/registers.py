@@ -32,6 +32,17 @@ REGS = {
 }
 REG_NAMES = {v: k for k, v in REGS.items()}
 
+# Registers that hold an address (facts 4.1), as (register, the address bit its bit 0 holds, its address bits): the code
+# entry and the architected-flat-scratch base, both address >> 8 with HI carrying bits from 40. Traces canonicalise
+# them as one address each (USER_DATA holds addresses only by the kernel's ABI: codeobject.user_sgpr_layout).
+ADDRESS_REGISTERS: tuple[tuple[tuple[str, int, int], ...], ...] = (
+    (("COMPUTE_PGM_LO", 8, 32), ("COMPUTE_PGM_HI", 40, 8)),
+    (("COMPUTE_DISPATCH_SCRATCH_BASE_LO", 8, 32), ("COMPUTE_DISPATCH_SCRATCH_BASE_HI", 40, 32)),
+)
+ADDRESS_REGISTER_PARTS: dict[int, tuple[tuple[int, int, int], ...]] = {
+    REGS[name]: tuple((REGS[n], shift, bits) for n, shift, bits in parts)
+    for parts in ADDRESS_REGISTERS for name, _, _ in parts}  # register -> every part of its address
+
 # COMPUTE_PGM_RSRC3 moved between generations (facts 4.1): the packet family picks the address.
 RSRC3_REG = {"gfx11": 0x2E28, "gfx9": 0x2E2D}
 
@@ -66,6 +77,23 @@ def register_writes(packet: str, reg_offset: int, values, family: str = "gfx11")
     registers from the packet's base + `reg_offset`. KeyError for a packet that writes no register range."""
     base = REGISTER_RANGES[packet][0]
     return [(base + reg_offset + i, register_label(base + reg_offset + i, family), v) for i, v in enumerate(values)]
+
+
+def canonical_register_values(first: int, values, regs: dict[int, int], canon) -> dict[int, int]:
+    """{index into `values`: canonical value} for the address registers among `values` (written to consecutive
+    registers from absolute address `first`), each address made of these writes and `regs` (the registers' values
+    before them) for its other parts. Empty when `canon` moves nothing."""
+    out: dict[int, int] = {}
+    written = {first + i: v for i, v in enumerate(values)}
+    for reg in written.keys() & ADDRESS_REGISTER_PARTS.keys():
+        parts = ADDRESS_REGISTER_PARTS[reg]
+        addr = sum((written.get(r, regs.get(r, 0)) & ((1 << bits) - 1)) << shift for r, shift, bits in parts)
+        moved = canon(addr)
+        if moved != addr:
+            shift, bits = next((s, b) for r, s, b in parts if r == reg)
+            mask = (1 << bits) - 1
+            out[reg - first] = (written[reg] & ~mask & 0xFFFFFFFF) | ((moved >> shift) & mask)
+    return out
 
 
 def reg_name(addr: int, rsrc3: int | None = None) -> str:

@@ -111,6 +111,10 @@ def _pkt(name: str, op: int, sub_op: int, fields, size: int | None = None, **kw)
     return PacketFormat(name, op, fields, size=size, sub_op=sub_op, **kw)
 
 
+# GCR_REQ's range: BASE_VA[31:7] in dw1[31:7], BASE_VA[47:32] in dw2[15:0], LIMIT_VA likewise (facts 5.2)
+_GCR_RANGE = ((("base_va_lo", 7), ("base_va_hi", 32)), (("limit_va_lo", 7), ("limit_va_hi", 32)))
+
+
 def _gcr_fields(seq: Field, range_is_pa: Field) -> tuple[Field, ...]:
     """GCR_REQ: GCR_CONTROL[15:0] sits in dw2[31:16]; SEQ and RANGE_IS_PA in dw3 (placement varies)."""
     low = tuple(F(n, 2, 16 + hi, 16 + lo) for n, hi, lo in GCR_CNTL_FIELDS if hi <= 15)
@@ -174,8 +178,10 @@ def _packets(version: str) -> list[PacketFormat]:
     if v5:
         packets += [
             _pkt("GCR_REQ", 17, 0, _gcr_fields(F("seq", 3, 1, 0), F("range_is_pa", 3, 2)), size=5,
+                 split_addresses=_GCR_RANGE,
                  doc="Linux layout of GCR_CONTROL[18:16] in dw3[2:0]"),
             _pkt("GCR_REQ_USER", 17, 1, _gcr_fields(F("seq", 3, 2, 1), F("range_is_pa", 3, 0)), size=5,
+                 split_addresses=_GCR_RANGE,
                  doc="ROCr USER_GCR layout: RANGE_IS_PA dw3[0], SEQ dw3[2:1]"),
         ]
     return packets
