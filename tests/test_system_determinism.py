@@ -90,11 +90,11 @@ PLACES: list[int] = []  # where each program's window sat
 
 @contextlib.contextmanager
 def displaced_window():
-    """While inside, the window's preferred base is held by another window (as by another system alive in the
-    process), so a new system's window sits one slot up."""
+    """While inside, the slot the next system's window would take is held by another window (as by another system
+    alive in the process), so that window sits one slot further from its preferred base (the callers check it
+    moved: after other tests in this process the preferred base itself may be held already)."""
     blocker = VaWindow()
     try:
-        assert blocker.base == VaWindow.DEFAULT_BASE, "the preferred base was already taken: the test cannot displace"
         yield
     finally:
         blocker.close()
@@ -106,7 +106,7 @@ def test_a_displaced_window_gives_the_same_trace_byte_for_byte(target, aql):
     normal = program("random", 3, target, aql)
     with displaced_window():
         displaced = program("random", 3, target, aql)
-    assert PLACES[-1] != PLACES[-2] == VaWindow.DEFAULT_BASE  # the second window really moved
+    assert PLACES[-1] != PLACES[-2]  # the second window really sat elsewhere
     assert displaced[1] == normal[1]
     assert "\n".join(displaced[0]) == "\n".join(normal[0])
     text = "\n".join(normal[0])  # what the comparison covers: SDMA, the kernel, and its launch
@@ -154,7 +154,7 @@ def raw_stream_trace(displace: bool) -> list[str]:
 
 def test_split_addresses_and_fault_addresses_print_canonical_with_a_displaced_window():
     (normal, at), (displaced, moved) = raw_stream_trace(False), raw_stream_trace(True)
-    assert at == VaWindow.DEFAULT_BASE != moved
+    assert at != moved
     assert displaced == normal
     text = "\n".join(normal)
     for shown in ("coher_base=0x12 coher_base_hi=0x20", "COMPUTE_PGM_LO=0x00000012", "COMPUTE_PGM_HI=0x00000020",
