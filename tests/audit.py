@@ -18,7 +18,9 @@ Surfaces:
 - threads: several host threads on one free-running system doing copyin/copyout/fill/signal rounds, every
   completion checked, the GPU thread alive at the end;
 - misuse: every refusal of tests/test_runtime_refusals.py, state compared before and after;
-- close: systems closed while another thread polls their memory through raw pointers.
+- close: systems closed while another thread polls their memory through raw pointers;
+- errnos: every row of tests/kfd_errnos.py (a bad request per kernel check, each citing the kfd_chardev.c /
+  kfd_events.c function): the errno Linux returns; the table line says how many of how many.
 
 `tests/test_audit.py` runs the short profile in the default test command and the long one behind `-m slow`.
 """
@@ -37,7 +39,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SURFACES = ("ioctls", "counts", "streams", "threads", "misuse", "close")
+SURFACES = ("ioctls", "counts", "streams", "threads", "misuse", "close", "errnos")
 PROFILES = {"short": 1.5, "long": 60.0}  # seconds per surface
 COLUMNS = ("cases", "host_crashes", "gpu_thread_deaths", "state_changes", "unbounded_allocations", "unexpected",
            "seconds")
@@ -264,6 +266,13 @@ def surface_close(seconds: float, rng: random.Random) -> dict:
     return _counts(cases=cases)
 
 
+def surface_errnos(seconds: float, rng: random.Random) -> dict:
+    from tests import kfd_errnos
+    result = kfd_errnos.run()
+    return _counts(cases=result["rows"], unexpected=result["rows"] - result["equal"],
+                   detail={"equal to Linux": f"{result['equal']}/{result['rows']}", **result["wrong"]})
+
+
 # -- the campaign ----------------------------------------------------------------------------------
 
 def run_surface(name: str, seconds: float, seed: int) -> dict:
@@ -320,6 +329,8 @@ def main(argv=None) -> int:
         return 0
     results = campaign(seconds, args.seed, args.only or SURFACES)
     text = table(results)
+    if "errnos" in results and isinstance(results["errnos"].get("detail"), dict):
+        text += f"\nerrnos: {results['errnos']['detail'].get('equal to Linux')} rows of tests/kfd_errnos.py equal Linux"
     print(text)
     if args.out:
         with open(args.out, "w") as f:

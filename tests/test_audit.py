@@ -18,7 +18,8 @@ def check(results: dict) -> None:
 
 
 def test_the_short_audit_finds_no_crash_no_thread_death_no_state_change():
-    check(audit.campaign(0.3, seed=0, isolated=False))
+    # the errno rows run in tests/test_kfd_kernel_exact.py (one test each); the long profile runs them here too
+    check(audit.campaign(0.3, seed=0, surfaces=[s for s in audit.SURFACES if s != "errnos"], isolated=False))
 
 
 @pytest.mark.slow

@@ -849,9 +849,16 @@ def test_freeing_the_event_page_is_eperm(rt):
     raises(errno.EPERM, rt.ioctl, "FREE_MEMORY_OF_GPU", handle=rt.events.handle)
 
 
+def test_an_event_page_below_32_kib_is_einval(rt):
+    # kfd_events.c kfd_event_page_set: size < KFD_SIGNAL_EVENT_LIMIT * 8 is -EINVAL (upstream 8a70a26c9f34, "Fix
+    # out-of-bounds write in kfd_event_page_set()", in the stable kernels): the page is memset whole
+    raises(errno.EINVAL, rt.event_page, size=0x1000)
+    assert rt.event_page(size=0x8000).event_id  # the same process may then give a full page
+
+
 def test_signal_events_run_out_at_page_size_over_8(rt):
-    rt.event_page(size=0x1000)  # 512 slots: ids 1..511
-    for _ in range(510):
+    rt.event_page(size=0x8000)  # 4096 slots: ids 1..4095
+    for _ in range(4094):
         rt.event()
     raises(errno.ENOSPC, rt.ioctl, "CREATE_EVENT", event_type=0)
 

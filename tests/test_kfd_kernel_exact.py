@@ -99,3 +99,14 @@ def test_a_drm_core_nr_past_the_core_table_is_einval(rt, nr):
     assert _errno(rt.os.ioctl, drm, k.IOWR("d", nr, 8), bytearray(8)) == errno.EINVAL
     assert _errno(rt.os.ioctl, drm, k.IOWR("d", 0xA0, 8), bytearray(8)) == errno.EOPNOTSUPP  # in the table
     assert d.DRM_COMMAND_END == 0xA0
+
+
+# -- the errno table (tests/kfd_errnos.py): every row equals Linux -----------------------------------
+
+from tests.kfd_errnos import ROWS, check  # noqa: E402
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_a_bad_request_gets_the_errno_linux_returns(row):
+    ok, got = check(row)
+    assert ok, f"{row.name}: hcqsim answers {got}; Linux {errno.errorcode.get(row.errno, row.errno)} ({row.kernel})"

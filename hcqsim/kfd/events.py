@@ -135,6 +135,9 @@ class ProcessEvents:
             raise OSError(errno.EINVAL, f"{name}: event page handle 0x{handle:x} is not a BO")
         if bo.kind != "gtt":
             raise OSError(errno.EINVAL, f"{name}: the event page BO must be GTT, not {bo.kind.upper()}")
+        if bo.size < k.KFD_SIGNAL_EVENT_LIMIT * 8:  # kfd_event_page_set (upstream 8a70a26c9f34, in the stable kernels)
+            raise OSError(errno.EINVAL, f"{name}: the event page BO is {bo.size:#x} bytes; it must hold all "
+                                        f"{k.KFD_SIGNAL_EVENT_LIMIT} slots ({k.KFD_SIGNAL_EVENT_LIMIT * 8:#x} bytes)")
         size = min(bo.size, k.KFD_SIGNAL_EVENT_PAGE_SIZE)
         ctypes.memset(bo.va, 0xFF, size)  # every slot unsignalled
         self.signal_page, self.signal_mapped_size = SignalPage(bo.va, size, handle), size
@@ -233,16 +236,16 @@ class ProcessEvents:
             self._set_event(ev)
 
     def _memory_exception(self, dev: "ProcessDevice", fault: Fault) -> None:
-        data = k.MemoryExceptionData(gpu_id=dev.gpu_id, va=fault.address & ~(PAGE_SIZE - 1))  # page address
-        m = dev.gpu.memory.find(fault.address)
-        if m is None:
-            data.NotPresent = 1
-        elif fault.access == "write" and not m.writable:
+        # kfd_signal_vm_fault_event: va = page_addr << PAGE_SHIFT, the first page of the access that faulted
+        page = fault.page if fault.page is not None else fault.address & ~(PAGE_SIZE - 1)
+        data = k.MemoryExceptionData(gpu_id=dev.gpu_id, va=page)
+        m = dev.gpu.memory.find(page)
+        if m is not None and fault.access == "write" and not m.writable:
             data.ReadOnly = 1
-        elif fault.access == "execute" and not m.executable:
+        elif m is not None and fault.access == "execute" and not m.executable:
             data.NoExecute = 1
         else:
-            data.NotPresent = 1  # a later page of the access was missing
+            data.NotPresent = 1
         for ev in self.events.values():
             if ev.type == k.KFD_IOC_EVENT_MEMORY:
                 ev.memory_data = bytes(data)

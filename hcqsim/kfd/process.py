@@ -25,6 +25,10 @@ from .queues import ProcessQueues
 from .svm import ProcessSvm
 from .uaccess import read_user, write_user
 
+PAGE = 4096
+# amdgpu_amdkfd_get_tile_config: ARRAY_SIZE of adev->gfx.config.tile_mode_array and macrotile_mode_array
+TILE_CONFIGS, MACRO_TILE_CONFIGS = 32, 16
+
 if TYPE_CHECKING:
     from .system import EmulatedSystem
 
@@ -79,7 +83,8 @@ class KfdDriver:
                 "GET_TILE_CONFIG": self.get_tile_config, "ACQUIRE_VM": self.acquire_vm,
                 "RUNTIME_ENABLE": self.runtime_enable, "SET_XNACK_MODE": self.set_xnack_mode,
                 "SET_MEMORY_POLICY": self.set_memory_policy, "SET_SCRATCH_BACKING_VA": self.set_scratch_backing_va,
-                "SET_TRAP_HANDLER": self.set_trap_handler}
+                "SET_TRAP_HANDLER": self.set_trap_handler, "SMI_EVENTS": self.smi_events, "SVM": self.svm,
+                "EXPORT_DMABUF": self.export_dmabuf, "IMPORT_DMABUF": self.import_dmabuf}
 
     # -- dispatch (kfd_chardev.c kfd_ioctl) --------------------------------------------------------
 
@@ -151,9 +156,43 @@ class KfdDriver:
         args.system_clock_freq = 1_000_000_000
 
     def get_tile_config(self, args, io: k.Ioctl) -> None:
+        """kfd_ioctl_get_tile_config: amdgpu_amdkfd_get_tile_config reports its two tables at their array sizes
+        (32 and 16 entries; all zero from gfx9 on, as are num_banks/num_ranks), each copied out up to the count the
+        caller gave; a table that cannot be copied zeroes its count and is -EFAULT."""
         self.device(args.gpu_id, io.name)
-        args.num_tile_configs = args.num_macro_tile_configs = 0  # gfx9+: no legacy tiling tables emulated
         args.gb_addr_config = args.num_banks = args.num_ranks = 0
+        for count, ptr, entries in (("num_tile_configs", "tile_config_ptr", TILE_CONFIGS),
+                                    ("num_macro_tile_configs", "macro_tile_config_ptr", MACRO_TILE_CONFIGS)):
+            n = min(getattr(args, count), entries)
+            setattr(args, count, n)
+            if n:
+                try:
+                    write_user(getattr(args, ptr), bytes(4 * n))
+                except OSError:
+                    setattr(args, count, 0)
+                    raise
+
+    # -- ioctls hcqsim does not emulate: their argument checks still answer as Linux does ---------
+
+    def smi_events(self, args, io: k.Ioctl) -> None:
+        self.device(args.gpuid, io.name)  # kfd_ioctl_smi_events: no pdd -> -EINVAL
+        self._not_emulated(args, io)
+
+    def svm(self, args, io: k.Ioctl) -> None:
+        if args.start_addr % PAGE or args.size % PAGE or not args.start_addr or not args.size:  # kfd_ioctl_svm
+            raise OSError(errno.EINVAL, f"{io.name}: start 0x{args.start_addr:x} and size {args.size:#x} must be "
+                                        f"nonzero multiples of the page size")
+        self._not_emulated(args, io)
+
+    def export_dmabuf(self, args, io: k.Ioctl) -> None:
+        dev = self.device(args.handle >> 32, io.name)  # kfd_ioctl_export_dmabuf: no device / pdd -> -EINVAL
+        if self.memory.bo_of(dev, args.handle) is None:
+            raise OSError(errno.EINVAL, f"{io.name}: no BO with handle 0x{args.handle:x}")
+        self._not_emulated(args, io)
+
+    def import_dmabuf(self, args, io: k.Ioctl) -> None:
+        self.bound(self.device(args.gpu_id, io.name), io.name)  # kfd_ioctl_import_dmabuf: -EINVAL, then bind
+        self._not_emulated(args, io)
 
     # -- process setup -----------------------------------------------------------------------------
 
