@@ -46,8 +46,11 @@ class VMFaultError(EngineError):
 
     kind = "VM fault"
 
-    def __init__(self, address: int, size: int, access: str, reason: str):
+    def __init__(self, address: int, size: int, access: str, reason: str, page: int | None = None):
         self.address, self.size, self.access, self.reason = address, size, access, reason
+        # the first page of the access that faulted: what hardware reports (the UTCL2 fault address is a page,
+        # KFD's memory exception va = page_addr << PAGE_SHIFT), not the start of an access that began on a good page
+        self.page = (address if page is None else page) & ~0xFFF
         super().__init__(f"{access} of {size} bytes at 0x{address:x}: {reason}")
 
 
@@ -71,7 +74,8 @@ class Fault:
     ring_offset: int | None = None  # byte offset in the ring (or IB) of the packet
     header: int | None = None  # raw dword 0 of the packet
     packet: str | None = None  # disassembly of the packet, when it decoded
-    address: int | None = None  # faulting VA for VM faults
+    address: int | None = None  # faulting VA for VM faults: where the access started
+    page: int | None = None  # VM faults: the first page of the access that faulted (what KFD reports)
     size: int | None = None
     access: str | None = None  # "read", "write", "execute"
     timestamp: int = 0  # virtual GPU clock at the fault

@@ -565,7 +565,7 @@ class EmulatedGPU:
         f = Fault(self.index, q.engine, q.name, e.kind, str(e), ring_offset=stream.offset(pos), header=header,
                   packet=text, timestamp=self.clock, where=stream.label, gpu_id=self.gpu_id)
         if isinstance(e, VMFaultError):
-            f.address, f.size, f.access = e.address, e.size, e.access
+            f.address, f.size, f.access, f.page = e.address, e.size, e.access, e.page
         q.fault = f
         q.stop_dispatches()
         self.faults.append(f)

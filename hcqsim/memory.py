@@ -384,9 +384,10 @@ class AddressSpace:
         while pos < end:  # a range may span several adjacent mappings
             m = self.find(pos)
             if m is None:
-                raise VMFaultError(addr, size, access, f"page 0x{pos & ~(PAGE_SIZE - 1):x} is not mapped")
+                raise VMFaultError(addr, size, access, f"page 0x{pos & ~(PAGE_SIZE - 1):x} is not mapped", page=pos)
             if not getattr(m, attr):
-                raise VMFaultError(addr, size, access, f"mapping '{m.name or m.kind}' at 0x{m.start:x} is {m.perms()}")
+                raise VMFaultError(addr, size, access, f"mapping '{m.name or m.kind}' at 0x{m.start:x} is {m.perms()}",
+                                   page=pos)
             pos = m.end
 
     # -- accesses ----------------------------------------------------------------------------------

@@ -208,7 +208,8 @@ class Injector:
             return drop
         fault = irq.fault
         if irq.source == "vm_fault" and fault is not None and fault.address is not None:
-            hit = next((p for p in self._holes if p.gpu == gpu and p.lo <= fault.address < p.hi), None)
+            at = fault.page if fault.page is not None else fault.address  # the page that faulted
+            hit = next((p for p in self._holes if p.gpu == gpu and p.lo <= at < p.hi), None)
             if hit is None:
                 return False
             if hit.kind == "vm_fault":

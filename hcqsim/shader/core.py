@@ -405,7 +405,7 @@ class ActiveDispatch:
                 try:
                     run(W, w)
                 except VMFaultError as e:  # stays a VM fault (memory exception to KFD), now naming kernel and PC
-                    fault = VMFaultError(e.address, e.size, e.access, e.reason)
+                    fault = VMFaultError(e.address, e.size, e.access, e.reason, page=e.page)
                     fault.args = (f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x} ({run.text}): {e}",)
                     raise fault from None
                 except EngineError:
