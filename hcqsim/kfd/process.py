@@ -25,7 +25,6 @@ from .queues import ProcessQueues
 from .svm import ProcessSvm
 from .uaccess import read_user, write_user
 
-PAGE = 4096
 # amdgpu_amdkfd_get_tile_config: ARRAY_SIZE of adev->gfx.config.tile_mode_array and macrotile_mode_array
 TILE_CONFIGS, MACRO_TILE_CONFIGS = 32, 16
 
@@ -83,7 +82,7 @@ class KfdDriver:
                 "GET_TILE_CONFIG": self.get_tile_config, "ACQUIRE_VM": self.acquire_vm,
                 "RUNTIME_ENABLE": self.runtime_enable, "SET_XNACK_MODE": self.set_xnack_mode,
                 "SET_MEMORY_POLICY": self.set_memory_policy, "SET_SCRATCH_BACKING_VA": self.set_scratch_backing_va,
-                "SET_TRAP_HANDLER": self.set_trap_handler, "SMI_EVENTS": self.smi_events, "SVM": self.svm,
+                "SET_TRAP_HANDLER": self.set_trap_handler, "SMI_EVENTS": self.smi_events,
                 "EXPORT_DMABUF": self.export_dmabuf, "IMPORT_DMABUF": self.import_dmabuf}
 
     # -- dispatch (kfd_chardev.c kfd_ioctl) --------------------------------------------------------
@@ -172,16 +171,10 @@ class KfdDriver:
                     setattr(args, count, 0)
                     raise
 
-    # -- ioctls hcqsim does not emulate: their argument checks still answer as Linux does ---------
+    # -- ioctls hcqsim does not emulate: their argument checks still answer as Linux does ----------
 
     def smi_events(self, args, io: k.Ioctl) -> None:
         self.device(args.gpuid, io.name)  # kfd_ioctl_smi_events: no pdd -> -EINVAL
-        self._not_emulated(args, io)
-
-    def svm(self, args, io: k.Ioctl) -> None:
-        if args.start_addr % PAGE or args.size % PAGE or not args.start_addr or not args.size:  # kfd_ioctl_svm
-            raise OSError(errno.EINVAL, f"{io.name}: start 0x{args.start_addr:x} and size {args.size:#x} must be "
-                                        f"nonzero multiples of the page size")
         self._not_emulated(args, io)
 
     def export_dmabuf(self, args, io: k.Ioctl) -> None:
