@@ -136,7 +136,7 @@ class CacheModel:
         trace = self.gpu.trace
         entry = trace[-1] if trace else None
         if entry is not None and entry[1] == q.name and entry[2] == "packet":
-            (is_ring, base, size), pos, fmt, _ = entry[3]
+            (is_ring, base, size), pos, fmt = entry[3][:3]  # (place, pos, fmt, dws, canon): gpu.trace_packet
             where = pos % size if is_ring else pos
             canon = self.gpu.canonical
             return self.actor((q.name, base, where, fmt.name), lambda: f"queue {q.name}: {fmt.name} at "
