@@ -534,9 +534,10 @@ def test_gfx942_buffer_inv_sc1_also_invalidates_the_l2_copy_an_sdma_write_went_a
         def run(dev, q, bufs):
             x, out1, out2 = bufs[:3]
             s1, s2 = dev.new_signal(0), dev.new_signal(0)
-            first = dev.compute_queue()  # a builder of its own, submitted now; `q` holds what runs after the copy
-            _exec(first, dev.load_program(_code("copy", target), "copy"), [x, out1]).signal(s1, 1).submit()
+            # the fill waits for the first kernel of `q` (one submission: the full acquire every runtime submission
+            # starts with comes before both kernels, so the second finds the L2/L1 copies the first left)
             dev.copy_queue().wait(s1, 1).fill(x, NEW, 256).signal(s2, 1).submit()  # SDMA 4: memory, around L2
+            _exec(q, dev.load_program(_code("copy", target), "copy"), [x, out1]).signal(s1, 1)
             q.wait(s2, 1)
             _exec(q, dev.load_program(_code(second, target), second), [x, out2], acquire=[])
             return out2

@@ -20,7 +20,7 @@ from .. import kfd_uapi as K
 from ..boundary import (KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE,
                         PROT_READ, PROT_WRITE, OSBoundary)
 from ..errors import DeadlockError, DeviceClosedError, DeviceFault, DeviceTimeout, gpu_label
-from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, chunks
+from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, chunks, submission_sync
 from .names import buffer_label, creation_site, name_addresses, signal_label
 from .signal import SIGNAL_SIZE, Signal, check_signal_value
 from .topology import GpuNode, gpu_nodes
@@ -248,6 +248,14 @@ class Device:
                            cpu_map=False)
         self.hdp_flush_addr = self.os.mmap(0, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, p.fd, mmio.mmap_offset)
         self._mmio = mmio
+
+    def hdp_flush(self) -> None:
+        """Flush the HDP write buffer (facts 6.4): CPU stores to this GPU's VRAM through a host mapping are not
+        visible to the GPU until then. The CPU-side flush: a 32-bit 0 at offset 0 (HDP_MEM_FLUSH_CNTL) of the
+        MMIO-remap page. Every submission does it before the doorbell; code that writes VRAM and then releases
+        a GPU queue waiting on a signal (rather than submitting) must call it before the release."""
+        self._check_open()
+        ctypes.c_uint32.from_address(self.hdp_flush_addr).value = 0
 
     def completion_slot(self) -> tuple[int, int]:
         """(event-page slot address, event id) that GPU commands write and interrupt with to wake waiters."""
@@ -566,8 +574,8 @@ class Device:
         set; `index` picks the engine's hardware queue. Refused: nothing changed."""
         self._check_faults()
         ring = self.hardware_ring(engine, index)
-        ctypes.c_uint32.from_address(self.hdp_flush_addr).value = 0  # flush CPU writes to VRAM (HDP) first
-        seq = ring.submit(packets)
+        self.hdp_flush()  # CPU writes to VRAM (rings, kernargs, code, data) reach the GPU before it is told
+        seq = ring.submit(submission_sync(engine, self.family, self.sdma_version) + list(packets))
         for sig in signals:
             sig.last_use[ring] = seq
         for sig, value in released:

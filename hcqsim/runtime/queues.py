@@ -134,12 +134,10 @@ class ComputeQueue(HWQueue):
         return self._add(self._release(self._sig(signal).timestamp_addr, 0, data_sel=3))
 
     def memory_barrier(self) -> "ComputeQueue":
-        """Full cache acquire so this queue sees what other agents wrote (facts 6.3)."""
-        if self._family == "gfx11":
-            return self._add(pm4.acquire_mem("gfx11", gli_inv=1, glm_wb=1, glm_inv=1, glk_inv=1, glv_inv=1,
-                                             gl1_inv=1, gl2_inv=1, gl2_wb=1))
-        return self._add(pm4.acquire_mem("gfx9", sh_icache_action_ena=1, sh_kcache_action_ena=1, tc_action_ena=1,
-                                         tcl1_action_ena=1, tc_wb_action_ena=1))
+        """So this queue sees what other agents wrote (facts 6.3, 6.4): an HDP flush (the host's stores to VRAM
+        through its mapping), then the full cache acquire, as tinygrad's memory_barrier."""
+        self._add(hdp_flush_packet())
+        return self._add(full_acquire(self._family))
 
     def copy(self, dst: Address, src: Address, nbytes: int) -> "ComputeQueue":
         _check_size(nbytes, "copy")
@@ -256,10 +254,15 @@ class CopyQueue(HWQueue):
         return self._add(sdma.timestamp_global(self._sig(signal).timestamp_addr, self._version))
 
     def memory_barrier(self) -> "CopyQueue":
-        """Write back and invalidate the caches SDMA goes through (GCR_REQ 0xC3A1; none on SDMA 4.x)."""
-        if self._version == "sdma4":
-            return self
-        return self._add(sdma.gcr_req(0xC3A1, version=self._version))
+        """So this queue sees what other agents wrote: an HDP flush (POLL_REGMEM HDP_FLUSH, facts 5.2/6.4: the
+        host's stores to VRAM), then write back and invalidate the caches SDMA goes through (GCR_REQ 0xC3A1; SDMA
+        4.x has none: it goes around L2)."""
+        engines = max(1, self.device.node.props.get("num_sdma_engines", 1))
+        # this engine's client bit in GPU_HDP_FLUSH_REQ/DONE: sdma0 bit 10, sdma1 bit 11 (facts 5.2)
+        self._add(sdma.hdp_flush(HDP_FLUSH_REQ, HDP_FLUSH_DONE, 1 << (10 + self.index % engines % 2), self._version))
+        for packet in sdma_cache_sync(self._version):
+            self._add(packet)
+        return self
 
     def copy(self, dst: Address, src: Address, nbytes: int) -> "CopyQueue":
         _check_size(nbytes, "copy")
@@ -279,6 +282,45 @@ class CopyQueue(HWQueue):
 
     def disassemble(self) -> str:
         return sdma.disassemble([d for p in self.packets for d in p], self._version)
+
+
+# NBIO GPU_HDP_FLUSH_REQ / _DONE dword offsets (facts 6.4; BIF_BX_PF0_* in segment 2 on NBIO 4.3 (gfx1100) and 7.9
+# (gfx942) alike)
+HDP_FLUSH_REQ, HDP_FLUSH_DONE = 0x106, 0x107
+
+
+def full_acquire(family: str) -> list[int]:
+    """The full cache acquire (facts 6.3): amdgpu's emit_mem_sync 0xC3B1 on gfx11 (every GPU cache invalidated, GL2
+    and its metadata written back), ICACHE|KCACHE|TC|TCL1|TC_WB on gfx9."""
+    if family == "gfx11":
+        return pm4.acquire_mem("gfx11", gli_inv=1, glm_wb=1, glm_inv=1, glk_inv=1, glv_inv=1, gl1_inv=1, gl2_inv=1,
+                               gl2_wb=1)
+    return pm4.acquire_mem("gfx9", sh_icache_action_ena=1, sh_kcache_action_ena=1, tc_action_ena=1,
+                           tcl1_action_ena=1, tc_wb_action_ena=1)
+
+
+def sdma_cache_sync(version: str) -> list[list[int]]:
+    """What SDMA issues before reading others' data (facts 5.2, 6.2): GCR_REQ 0xC3A1 on SDMA 5/6 (its traffic
+    goes through GL2); nothing on SDMA 4 (no GCR packet: it goes around L2)."""
+    return [] if version == "sdma4" else [sdma.gcr_req(0xC3A1, version=version)]
+
+
+def submission_sync(engine: str, family: str, version: str) -> list[list[int]]:
+    """The packets every submission starts with, as amdgpu starts every IB (emit_mem_sync, facts 6.3): whatever
+    other agents wrote before the host submitted -- the host itself through the BAR (HDP-flushed at the doorbell),
+    SDMA 4 around L2, another queue -- is seen by this submission's work, whoever wrote it and whatever the caches
+    of this GPU still hold from earlier work."""
+    if engine == "compute":
+        return [full_acquire(family)]
+    # one 8-dword chunk, so what follows keeps its ring alignment (an SDMA INDIRECT must end on 8 dwords, 5.2)
+    return [p + sdma.nop(8 - len(p), version) for p in sdma_cache_sync(version)]
+
+
+def hdp_flush_packet() -> list[int]:
+    """The HDP flush from a PM4 ring (facts 6.4): WAIT_REG_MEM write-then-wait on the NBIO request/done registers,
+    with tinygrad's reference = mask = all clients (no need to know which MEC pipe the queue is on)."""
+    return pm4.wait_reg_mem(HDP_FLUSH_DONE << 32 | HDP_FLUSH_REQ, 0xFFFFFFFF, mask=0xFFFFFFFF, function=5,
+                            mem_space=0, operation=1, poll_interval=4)
 
 
 def check_usable_signal(signal: Signal, device: "Device", what: str) -> None:

@@ -591,6 +591,8 @@ class CompiledSchedule:
             else:
                 step.op.fn()
             self.host_times[step.op.index] = (t0, time.perf_counter())
+            for dev in _devices_of(step.op.writes):  # the GPU queues this releases read VRAM, not the HDP
+                dev.hdp_flush()
             if step.signal:
                 slot.value = step.seq + 1
 
@@ -632,6 +634,11 @@ def _param_encoder(size: int, is_float: bool) -> Callable:
         v = float(v) if is_float else v
         return int.from_bytes(scalar_bytes(v, size), "little")
     return enc
+
+
+def _devices_of(regions) -> list:
+    """The devices whose memory `regions` lie in, each once, in order of first appearance."""
+    return list({id(r.device): r.device for r in regions}.values())
 
 
 def _map(alloc, dev) -> None:
