@@ -16,7 +16,7 @@ from hcqsim.registers import HDP_FLUSH_REGS, hdp_flush_registers
 
 from kfd_client import (ACQUIRE_VM, ALLOC_MEMORY, GTT, MAP_ANONYMOUS, MAP_FIXED, MAP_MEMORY, MAP_NORESERVE,
                         MAP_PRIVATE, MAP_SHARED, PAGE, PROT_NONE, PROT_RW, PUBLIC, VRAM, WRITABLE, AcquireVm, Alloc,
-                        Client, ClientTimeout, MapToGpu, Mem, sdma_copy)
+                        Client, ClientTimeout, MapToGpu, Mem, pm4_wait_ge, sdma_copy)
 
 TARGETS = ["gfx1100", "gfx942"]
 MMIO_REMAP = 1 << 4
@@ -210,6 +210,24 @@ def test_a_gpu_write_over_an_unflushed_host_store_wins(machine):
     h.run_sdma(sdma_copy(buf.va, src.va, 16))
     assert read(buf, 16) == b"\xAA" * 16
     assert h.vram.pending_pages == 0
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_a_cp_wait_on_a_vram_flag_the_host_set_passes_only_after_a_flush(machine, flush):
+    h = machine("adversarial")
+    flag, sig = h.buffer(VRAM), h.buffer(GTT)
+    q = h.c.compute_queue()
+    q.submit(pm4_wait_ge(flag.va, 1) + h.c.signal_packets(q, sig.va, 1))
+    with pytest.raises(ClientTimeout):
+        h.c.wait(sig.va, 1, timeout_s=0.2)  # the CP polls the flag
+    flag.u32().value = 1  # a CPU store through the BAR
+    if flush:
+        h.hdp_flush()
+        h.c.wait(sig.va, 1, timeout_s=2)
+    else:
+        with pytest.raises(ClientTimeout):  # the deterministic default never drains the HDP by itself
+            h.c.wait(sig.va, 1, timeout_s=0.5)
+    assert sig.u32().value == (1 if flush else 0) and flag.u32().value == 1
 
 
 def test_the_seeded_random_policy_lets_the_hdp_drain_by_itself_under_some_seeds(target):
