@@ -41,6 +41,10 @@ class Target:
     # give each engine its own HWID (SDMA0 = 42, SDMA1 = 43, each instance 0); Arcturus-style parts (and
     # GC 9.4.3, whose harvest table masks SDMA0_HWID instance bits) list them as instances of SDMA0.
     sdma_hwid_per_engine: bool = False
+    # COPY_LINEAR's COUNT where the engine takes more than sdma_copy_count_bits (CONST_FILL keeps those): ROCr's
+    # CreateBlitSdma issues single copies of up to 2^30 - 1 bytes on gfx9.4+ and gfx90a (SDMA 4.4.x) -- observed:
+    # ROCr 6.1 sends one 64 MiB COPY_LINEAR on gfx942 -- and keeps fills at 2^22 - 4 bytes on every part
+    sdma_linear_copy_count_bits: int | None = None
 
     @property
     def rsrc3_reg(self) -> int:
@@ -67,7 +71,8 @@ TARGETS = {
                      simd_count=1216, array_count=32, simd_arrays_per_engine=1, cu_per_simd_array=10,
                      simd_per_cu=4, max_waves_per_simd=8, device_id=0x74A1, num_xcc=8,
                      sdma_engines=2, sdma_xgmi_engines=14, sdma_queues_per_engine=8, cp_queues=24,
-                     gc_version=(9, 4, 3), nbio_version=(7, 9, 0), amdgpu_family=141, vram_type=6),  # AI, HBM
+                     gc_version=(9, 4, 3), nbio_version=(7, 9, 0), amdgpu_family=141, vram_type=6,  # AI, HBM
+                     sdma_linear_copy_count_bits=30),
 }
 
 

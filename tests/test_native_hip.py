@@ -28,8 +28,8 @@ from hcqsim.native import build, stacks
 PROGRAM = Path(__file__).with_name("native") / "hip_check.c"
 SCALE_IR = (Path(__file__).with_name("native") / "scale.ll").read_text()  # out[i] = in[i] * k + i
 # with SVM (the default): hipHostRegister'd heap memory is an SVM range at its own address; hipMallocManaged is SVM
-STEPS = ["copies ok", "stream ok elapsed_ms>=0 1", "kernel ok", "registered gpu address same", "registered ok",
-         "managed ok", "managed attributes preferred 0 prefetched 0"]
+STEPS = ["copies ok", "big copies ok", "stream ok elapsed_ms>=0 1", "kernel ok", "registered gpu address same",
+         "registered ok", "managed ok", "managed attributes preferred 0 prefetched 0"]
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,8 @@ def test_without_svm_hip_registers_host_memory_as_a_userptr_at_a_gpu_address_of_
     done, log = run_hip(tmp_path, program, "gfx1100", options=("--no-svm",))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert done.stdout.splitlines() == [
-        "devices 1", "copies ok", "stream ok elapsed_ms>=0 1", "kernel ok", "registered gpu address differs",
+        "devices 1", "copies ok", "big copies ok", "stream ok elapsed_ms>=0 1", "kernel ok",
+        "registered gpu address differs",
         "registered ok", "managed ok", "managed attributes unavailable: invalid argument", "done"]
     assert unexpected(log) == []  # ROCr never asks for SVM when the nodes do not offer it
 
@@ -156,7 +157,7 @@ def test_hip_54_from_pypi_runs_the_program_on_gfx1100(program, stack54, tmp_path
                         ir=without_device_enqueue(SCALE_IR))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert done.stdout.splitlines() == [
-        "devices 1", "copies ok", "stream ok elapsed_ms>=0 1", "kernel ok",
+        "devices 1", "copies ok", "big copies ok", "stream ok elapsed_ms>=0 1", "kernel ok",
         "registered gpu address differs",  # ROCr 5.4 registers host memory as USERPTR even with SVM there
         "registered ok", "managed ok", "managed attributes preferred 0 prefetched 0", "done"]
     assert [line for line in log if OLD_DEBUG_IOCTL not in line] == []

@@ -318,13 +318,24 @@ def _raw_copy(dst: int, src: int, count: int) -> list[int]:
     return [0x00000001, count, 0, src & 0xFFFFFFFF, src >> 32, dst & 0xFFFFFFFF, dst >> 32]
 
 
-def test_copy_count_beyond_22_bits_is_rejected_on_gfx942(gfx942):
+def test_copy_count_beyond_30_bits_is_rejected_on_gfx942(gfx942):
     q = gfx942.sdma_queue()
-    src, dst = gfx942.alloc((4 << 20) + 4096), gfx942.alloc((4 << 20) + 4096)
-    q.submit(_raw_copy(dst.va, src.va, 0x400000))  # 4 MiB + 1 bytes
+    src, dst = gfx942.alloc(4096), gfx942.alloc(4096)
+    q.submit(_raw_copy(dst.va, src.va, 0x40000000))  # 1 GiB + 1 bytes: checked before any byte moves
     f = only_fault(gfx942)
-    assert f.kind == "decode error" and "22-bit" in f.message and str(1 << 22) in f.message
+    assert f.kind == "decode error" and "30-bit" in f.message and str(1 << 30) in f.message
     assert f.header == 0x00000001 and f.ring_offset == 0
+
+
+def test_one_copy_beyond_4_mib_runs_on_gfx942_as_rocr_issues_it(gfx942):
+    # ROCr 6.1 (CreateBlitSdma: 2^30 - 1 bytes per COPY_LINEAR on gfx9.4+) copies 64 MiB of pageable host memory
+    # in one packet; the engine takes the wider COUNT for COPY_LINEAR (CONST_FILL stays at 22 bits)
+    q = gfx942.sdma_queue()
+    n = (8 << 20) + 12
+    src, dst = gfx942.alloc(n), gfx942.alloc(n)
+    src.view[:] = np.arange(n, dtype=np.uint64).astype(np.uint8)
+    q.submit(_raw_copy(dst.va, src.va, n - 1))
+    assert gfx942.faults == [] and np.array_equal(dst.view, src.view)
 
 
 def test_copy_of_exactly_4_mib_is_accepted_on_gfx942(gfx942):

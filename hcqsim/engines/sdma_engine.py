@@ -63,6 +63,7 @@ class SDMAQueue(EngineQueue):
         self.version = version_name(gpu.target.sdma_version)
         self.fmts = FORMATS[self.version]
         self.count_bits = gpu.target.sdma_copy_count_bits
+        self.copy_count_bits = gpu.target.sdma_linear_copy_count_bits or self.count_bits
         self._handlers = {key: getattr(self, "_exec" + fmt.name) for key, fmt in self.fmts.items()}
 
     @property
@@ -106,9 +107,9 @@ class SDMAQueue(EngineQueue):
             raise DecodeError(f"{what} address 0x{addr:x} is not {align}-byte aligned")
         return addr
 
-    def _byte_count(self, name: str, raw: int) -> int:
+    def _byte_count(self, name: str, raw: int, bits: int | None = None) -> int:
         """COUNT (bytes - 1) of COPY_LINEAR / CONST_FILL, checked against the modelled IP's field width."""
-        bits = self.count_bits
+        bits = bits or self.count_bits
         if raw >> bits:
             raise DecodeError(f"{name} COUNT 0x{raw:x} ({raw + 1} bytes) does not fit the {bits}-bit COUNT field "
                               f"of {self.ip} ({self.gpu.target.name}): one packet moves at most {1 << bits} bytes "
@@ -126,7 +127,7 @@ class SDMAQueue(EngineQueue):
         pass
 
     def _execCOPY_LINEAR(self, stream, pos, v, dws):
-        n = self._byte_count("COPY_LINEAR", dws[1])
+        n = self._byte_count("COPY_LINEAR", dws[1], self.copy_count_bits)
         self._no_flags("COPY_LINEAR", v, "broadcast", "backwards", "encrypt", "tmz", "src_sw", "dst_sw")
         self.gpu.memory.copy(v["dst_addr"], v["src_addr"], n)
         self.gpu.tick(self.gpu.cost.copy(n))

@@ -164,6 +164,20 @@ int main(int argc, char **argv) {
     }
     printf("copies %s\n", bad ? "wrong" : "ok");
 
+    {   /* pageable copies beyond 4 MiB: ROCr 6.1 with SVM sends each as one COPY_LINEAR on gfx942 */
+        size_t big = (12 << 20) + 24;
+        unsigned char *hb = malloc(big), *hb2 = calloc(big, 1);
+        for (size_t i = 0; i < big; i++) hb[i] = (unsigned char)(i * 131 + (i >> 12));
+        void *db;
+        check(hipMalloc(&db, big), "hipMalloc big");
+        check(hipMemcpy(db, hb, big, H2D), "hipMemcpy H2D big");
+        check(hipMemcpy(hb2, db, big, D2H), "hipMemcpy D2H big");
+        printf("big copies %s\n", memcmp(hb, hb2, big) ? "wrong" : "ok");
+        check(hipFree(db), "hipFree big");
+        free(hb);
+        free(hb2);
+    }
+
     hipStream_t s;
     hipEvent_t e0, e1;
     float ms = -1;
