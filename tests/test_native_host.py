@@ -22,9 +22,29 @@ BLOCKED_CLIENT = textwrap.dedent("""
 """)
 
 
+FAULTED_CLIENT = textwrap.dedent("""
+    import time
+    from hcqsim.native.build import interposer_path
+    from hcqsim.native.host import NativeHost
+    from hcqsim.runtime import open_device
+    dev = open_device("sim", free_running=True)
+    NativeHost(dev.os.system, interposer_path(), deadlock_timeout=1.0)
+    dev.copy_queue()._add([0x000000FF]).submit()  # an SDMA op no engine knows: the queue stops for good
+    time.sleep(60)  # ... and the program waits for its work, as HIP does
+    print("finished")
+""")
+
+
 def run_client(timeout: float, then: str) -> subprocess.CompletedProcess:
     code = BLOCKED_CLIENT.format(timeout=timeout, then=then)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_a_queue_a_fault_stopped_while_the_program_waits_is_reported_too():
+    done = subprocess.run([sys.executable, "-c", FAULTED_CLIENT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == DEADLOCK_EXIT, done.stdout + done.stderr
+    assert "finished" not in done.stdout
+    assert "stopped by a fault: decode error" in done.stderr and "sdma" in done.stderr
 
 
 def test_a_queue_blocked_forever_ends_the_program_with_the_machine_described():

@@ -108,14 +108,17 @@ class NativeHost:
             threading.Thread(target=self._watch_deadlock, name="hcqsim-native-deadlock", daemon=True).start()
 
     def _quiet_state(self) -> list[str] | None:
-        """What the machine waits on when every GPU is quiet or only spins (blocked queues, spinning waves)."""
+        """What the machine waits on when every GPU is quiet or only spins (blocked queues, spinning waves, queues a
+        fault stopped: a malformed packet stops its queue for good, and the runtime never hears of it)."""
         with self.system.lock:
             driver = self.system.driver
             driver.queues.poll_doorbells()
             if not driver.settled():
                 return None
             # a spinning wave's PC moves around its loop: what it polls, and the value there, identify the wait
-            return [str(b) for b in driver.blocked()] + [_SPIN_PC.sub("spins", str(w)) for w in driver.spinning()] or None
+            stopped = [f"stopped by a fault: {str(f).splitlines()[0]}" for g in self.system.gpus for f in g.faults]
+            return [str(b) for b in driver.blocked()] + [_SPIN_PC.sub("spins", str(w)) for w in driver.spinning()] \
+                + stopped or None
 
     def _watch_deadlock(self) -> None:
         """A queue blocked on memory with the machine otherwise quiet, unchanged for `deadlock_timeout` seconds:
