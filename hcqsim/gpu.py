@@ -105,7 +105,8 @@ class Allocation:
 # running dispatches (oldest first), then its packet processor (a dispatch found spinning, or idle for
 # overtake_steps, behind it); a queue whose oldest dispatch used up a quantum goes behind the other queues. ready[0]
 # is the in-order choice (`EmulatedGPU._activities`).
-# `choose(ready) -> (activity, budget)`: budget is packets for a queue, issue steps for a dispatch (capped at
+# `choose(ready) -> (activity, budget)`: budget is packets for a queue (a queue part-way through a COPY/fill packet,
+# `queue.transfer`, counts each chunk of queue.COPY_CHUNK bytes as one), issue steps for a dispatch (capped at
 # DISPATCH_QUANTUM); `(None, 0)` hands control back to the host (the progress point ends there). Optional hooks a
 # policy may define: `workgroup_order(n_groups) -> permutation | None` (launch order of a dispatch's workgroups,
 # None: the CP's order), `choose_waves(n_pcs) -> index` (which of the distinct PCs of runnable waves issues
@@ -473,10 +474,11 @@ class EmulatedGPU:
                 q = act
                 before = q.streak
                 q.wave_budget = (bound - before) * WAVES_PER_PACKET  # a dispatch checks it before launching
-                waves = q.waves
-                n = self._advance(q, min(budget, bound - before))
-                work += n
-                q.streak = total = before + n + -(-(q.waves - waves) // WAVES_PER_PACKET)
+                waves, packets, chunks = q.waves, q.packets, q.chunks
+                work += self._advance(q, min(budget, bound - before))
+                # the runaway bound counts packets (and waves), not the chunks of a long copy
+                ran = q.packets - packets or (0 if q.chunks != chunks else 1)
+                q.streak = total = before + ran + -(-(q.waves - waves) // WAVES_PER_PACKET)
                 if q.ready():
                     if total >= bound:  # past the bound with work left: this queue alone stops
                         self._record_fault(q, q.runaway(bound))
@@ -537,7 +539,8 @@ class EmulatedGPU:
         q.stop_dispatches()
 
     def _advance(self, q: EngineQueue, budget: int) -> int:
-        before = q.packets
+        """Advance a queue by up to `budget` units (packets, transfer chunks); returns the units (at least 1)."""
+        before = q.packets + q.chunks
         try:
             q.advance(budget)
         except EngineError as e:
@@ -546,9 +549,10 @@ class EmulatedGPU:
             err = EngineError(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
             err.kind = "internal emulator error"
             self._record_fault(q, err)
-        if q.packets != before:
-            EPOCH[0] += 1  # packets may have written memory: spin verdicts taken before are stale
-        return max(q.packets - before, 1)
+        units = q.packets + q.chunks - before
+        if units:
+            EPOCH[0] += 1  # packets and chunks may have written memory: spin verdicts taken before are stale
+        return max(units, 1)
 
     def _record_fault(self, q: EngineQueue, e: EngineError) -> Fault:
         stream, pos = q.current if q.current else (q.stack[-1], q.stack[-1].pos)

@@ -12,7 +12,8 @@ Dispatches are asynchronous (HARDWARE_FACTS 6.3): DISPATCH_DIRECT
 launches the waves and the CP reads the next packet; EVENT_WRITE CS_PARTIAL_FLUSH stalls the queue until every
 earlier dispatch has finished; RELEASE_MEM is queued as an end-of-pipe event that writes (and interrupts) once
 every earlier dispatch has finished, in order, without stalling the queue (facts 3); ACQUIRE_MEM, WRITE_DATA,
-COPY_DATA and the rest act when the CP reaches them, whatever is still running.
+COPY_DATA and the rest act when the CP reaches them, whatever is still running. DMA_DATA copies and fills move in
+chunks (`queue.COPY_CHUNK`) other queues, kernels and the host may interleave with; the queue's next packet waits.
 """
 from __future__ import annotations
 
@@ -376,25 +377,40 @@ class PM4Queue(EngineQueue):
         if self.coherence is not None:
             self.coherence.cp_access(self, dst, n, True, self._where(stream, pos, "DMA_DATA"))
         fill = v["src_sel"] == _DMA_FROM_DATA
-        if fill:  # immediate: fill with the DATA dword
+        src = None if fill else v["src_addr"]
+        finish = lambda: self.gpu.trace_copy(self, dst, src, n)
+        if fill and not v["daic"]:  # immediate: fill with the DATA dword, in chunks
             pattern = (v["src_addr"] & 0xFFFFFFFF).to_bytes(4, "little")
-            if v["daic"]:
-                mem.write(dst, pattern[:min(n, 4)])
-            else:
-                mem.fill(dst, pattern, n)
-        else:
-            src = v["src_addr"]
-            if v["saic"] and v["daic"]:
-                mem.copy(dst, src, min(n, 4))
-            elif v["saic"]:  # source address does not increment: repeat the dword at src
-                mem.fill(dst, mem.read(src, 4), n)
-            elif v["daic"]:  # destination does not increment: the last dword lands
-                mem.check(src, n, "read")
-                mem.copy(dst, src + max(0, (n - 1) // 4 * 4), min(4, n))
-            else:
-                mem.copy(dst, src, n)
+            mem.check(dst, n, "write")
+            self._chunked(stream, pos, n, lambda off, k: mem.fill(dst + off, pattern, k), finish)
+            return
+        if not fill and not v["saic"] and not v["daic"]:  # a plain copy, in chunks
+            mem.check(src, n, "read")
+            mem.check(dst, n, "write")
+            self._chunked(stream, pos, n, lambda off, k: mem.copy(dst + off, src + off, k), finish,
+                          backwards=src < dst < src + n)
+            return
+        if not fill and v["saic"] and not v["daic"]:  # source address does not increment: repeat the dword at src
+            mem.check(src, 4, "read")
+            mem.check(dst, n, "write")
+            self._chunked(stream, pos, n, lambda off, k: mem.fill(dst + off, mem.read(src, 4), k), finish)
+            return
+        # the forms that move at most one dword: a single step
+        if fill:
+            mem.write(dst, (v["src_addr"] & 0xFFFFFFFF).to_bytes(4, "little")[:min(n, 4)])
+        elif v["saic"]:
+            mem.copy(dst, src, min(n, 4))
+        else:  # destination does not increment: the last dword lands
+            mem.check(src, n, "read")
+            mem.copy(dst, src + max(0, (n - 1) // 4 * 4), min(4, n))
         self.gpu.tick(self.gpu.cost.copy(n))
-        self.gpu.trace_copy(self, dst, None if fill else v["src_addr"], n)
+        finish()
+
+    def _chunked(self, stream, pos, n: int, move, finish, *, backwards: bool = False) -> None:
+        """A DMA_DATA that moves n bytes: in chunks the scheduler may interleave; this queue's next packet waits for
+        the last one (facts 3.3 say nothing of CP_SYNC = 0 letting later packets overtake: not modelled)."""
+        self.gpu.tick(self.gpu.cost.packet)
+        self.start_transfer(stream, pos, "DMA_DATA", n, move, finish, backwards=backwards)
 
     def _execDISPATCH_DIRECT(self, stream, pos, v):
         dims = (v["dim_x"], v["dim_y"], v["dim_z"])

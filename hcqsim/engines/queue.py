@@ -23,6 +23,10 @@ from ..errors import BlockedQueue, DecodeError, EngineError, QueueError, Runaway
 
 MIN_RING_SIZE = 1024  # facts 5.5: power of two, >= 1 KiB, base 256-byte aligned
 RING_ALIGN = 256
+# A packet that moves memory (SDMA COPY_LINEAR / CONST_FILL, CP DMA_DATA) moves it in chunks of this many bytes, each
+# one unit of a queue's budget, so other queues, running kernels and the host can act between two chunks. A budget
+# of many units moves many chunks in one memmove: the in-order default copies at memmove speed.
+COPY_CHUNK = 4096
 
 
 def _as_bytes(data) -> bytes:
@@ -135,6 +139,36 @@ class Wait:
         return f"(value & 0x{self.mask:x}) {COMPARE_NAMES[self.func]} 0x{self.reference:x}"
 
 
+class Transfer:
+    """A memory-moving packet in progress: `total` bytes, moved `COPY_CHUNK` bytes per unit of budget by
+    `move(offset, nbytes)`. Overlapping copies to a higher address move from the end down (memmove's result).
+    `finish()` runs once the last byte moved (the trace entry). `origin` is the packet, where a fault is reported."""
+
+    def __init__(self, what: str, total: int, move: Callable[[int, int], None], finish: Callable[[], None],
+                 origin: tuple, *, backwards: bool = False, bytes_per_tick: int = 512):
+        self.what, self.total, self.move, self.finish, self.origin = what, total, move, finish, origin
+        self.backwards, self.bytes_per_tick = backwards, bytes_per_tick
+        self.done = 0  # bytes moved so far
+
+    @property
+    def remaining(self) -> int:
+        return self.total - self.done
+
+    def run(self, gpu, units: int) -> int:
+        """Move up to `units` chunks at once; returns the chunks moved. Virtual time: one tick per
+        `bytes_per_tick` bytes moved in all, the same total as moving them in one piece."""
+        chunks = min(units, -(-self.remaining // COPY_CHUNK))
+        n = min(self.remaining, chunks * COPY_CHUNK)
+        off = self.total - self.done - n if self.backwards else self.done
+        self.move(off, n)
+        before, self.done = self.done, self.done + n
+        gpu.tick(self.done // self.bytes_per_tick - before // self.bytes_per_tick)
+        return chunks
+
+    def describe(self) -> str:
+        return f"{self.what}: {self.done} of {self.total} bytes moved"
+
+
 class EngineQueue:
     """Base of the emulated queues. Subclasses set `engine`, `ptr_unit` and implement `execute`."""
 
@@ -168,6 +202,8 @@ class EngineQueue:
         self.streak = 0  # packets (+ waves / WAVES_PER_PACKET) since the queue last blocked or ran dry: runaway bound
         self.eop_events: deque = deque()  # (launch bound, action): end-of-pipe work queued behind running dispatches
         self.yield_turn = False  # a packet launched a dispatch: end this turn so the scheduler sees it
+        self.transfer: Transfer | None = None  # a COPY/fill packet part-way through its chunks
+        self.chunks = 0  # chunks of transfers moved (units of work beside packets; not packets)
 
     # -- pointers ----------------------------------------------------------------------------------
 
@@ -229,12 +265,14 @@ class EngineQueue:
         return self.fault is None and not self.destroyed
 
     def has_work(self) -> bool:
-        return len(self.stack) > 1 or not self.ring.exhausted
+        return self.transfer is not None or len(self.stack) > 1 or not self.ring.exhausted
 
     def ready(self) -> bool:
         """Could `advance` execute at least one packet now?"""
         if not self.active:
             return False
+        if self.transfer is not None:
+            return True
         if self.wait is not None:
             try:
                 return self.wait.satisfied()
@@ -243,13 +281,25 @@ class EngineQueue:
         return self.has_work()
 
     def advance(self, budget: int) -> int:
-        """Execute up to `budget` packets; stop early when blocked or out of work. Returns the count."""
-        done = 0
+        """Execute up to `budget` units -- packets, and chunks of a transfer in progress; stop early when blocked or
+        out of work. Returns the count of units."""
+        done = chunks = 0
         stack = self.stack
         execute = self.execute
         stream, pos = stack[-1], stack[-1].pos
         try:
             while done < budget:
+                if self.transfer is not None:
+                    t = self.transfer
+                    stream, pos = t.origin
+                    n = t.run(self.gpu, budget - done)
+                    done += n
+                    chunks += n
+                    if t.remaining:
+                        break
+                    self.transfer = None
+                    t.finish()
+                    continue
                 stream = stack[-1]
                 pos = stream.pos
                 if self.wait is not None:
@@ -275,10 +325,21 @@ class EngineQueue:
             self.current = (stream, pos)  # where the fault report points
             raise
         finally:
-            self.packets += done
+            self.packets += done - chunks
+            self.chunks += chunks
             if done:
                 self.write_back_rptr()
         return done
+
+    def start_transfer(self, stream: Stream, pos: int, what: str, total: int, move: Callable[[int, int], None],
+                       finish: Callable[[], None], *, backwards: bool = False) -> None:
+        """The packet at `pos` moves `total` bytes: in chunks, the first ones right away when the budget allows
+        (`advance`). Its ranges are checked before (a bad address faults the packet with nothing moved)."""
+        if total > 0:
+            self.transfer = Transfer(what, total, move, finish, (stream, pos), backwards=backwards,
+                                     bytes_per_tick=self.gpu.cost.bytes_per_tick)
+        else:
+            finish()
 
     def execute(self, stream: Stream) -> None:
         raise NotImplementedError
@@ -391,4 +452,5 @@ class EngineQueue:
         state = "faulted" if self.fault else "destroyed" if self.destroyed else "waiting" if self.wait else \
             "busy" if self.has_work() else "running kernels" if self.inflight else "idle"
         running = f", {len(self.inflight)} dispatch(es) running" if self.inflight else ""
-        return f"{self.engine} queue {self.name}: {state}, rptr {self.rptr}, wptr {self.wptr}{running}"
+        moving = f", {self.transfer.describe()}" if self.transfer is not None else ""
+        return f"{self.engine} queue {self.name}: {state}, rptr {self.rptr}, wptr {self.wptr}{running}{moving}"

@@ -6,7 +6,9 @@ share (its engine-local TIMESTAMP counter); an `SDMAQueue` is one user queue on 
 Emulation model: memory is coherent (with the default memory model), so cache policies, MTYPE and GCR_REQ
 decode and are checked but have nothing to act on. The HDP-flush handshake (POLL_REGMEM HDP_FLUSH) drains the
 GPU's HDP (coherence/hdp.py). A COPY finishes before the next packet starts, so a FENCE after a COPY already
-orders after its data, as on hardware.
+orders after its data, as on hardware. COPY_LINEAR and CONST_FILL move their bytes in chunks (`queue.COPY_CHUNK`,
+one unit of the queue's budget each): other queues, kernels and the host may act, and see a part-done copy,
+between two chunks; the ranges are checked before the first one.
 
 Uncertain behaviour and the choice made here (HARDWARE_FACTS 5.2 / 7):
 * POLL_REGMEM RETRY_COUNT is treated as "retry forever" whatever its value; INTERVAL is ignored
@@ -129,9 +131,12 @@ class SDMAQueue(EngineQueue):
     def _execCOPY_LINEAR(self, stream, pos, v, dws):
         n = self._byte_count("COPY_LINEAR", dws[1], self.copy_count_bits)
         self._no_flags("COPY_LINEAR", v, "broadcast", "backwards", "encrypt", "tmz", "src_sw", "dst_sw")
-        self.gpu.memory.copy(v["dst_addr"], v["src_addr"], n)
-        self.gpu.tick(self.gpu.cost.copy(n))
-        self.gpu.trace_copy(self, v["dst_addr"], v["src_addr"], n)
+        dst, src, mem = v["dst_addr"], v["src_addr"], self.gpu.memory
+        mem.check(src, n, "read")
+        mem.check(dst, n, "write")
+        self.gpu.tick(self.gpu.cost.packet)
+        self.start_transfer(stream, pos, "COPY_LINEAR", n, lambda off, k: mem.copy(dst + off, src + off, k),
+                            lambda: self.gpu.trace_copy(self, dst, src, n), backwards=src < dst < src + n)
 
     def _execWRITE_UNTILED(self, stream, pos, v, dws):
         self._no_flags("WRITE_UNTILED", v, "encrypt", "tmz", "sw")
@@ -252,9 +257,12 @@ class SDMAQueue(EngineQueue):
         elem = FILL_ELEMENT_BYTES[v["fillsize"]]
         data = v["data"].to_bytes(4, "little")
         pattern = data[:elem] if elem <= 4 else data * 2  # [uncertain] an 8-byte element repeats DATA
-        self.gpu.memory.fill(v["dst_addr"], pattern, n)
-        self.gpu.tick(self.gpu.cost.copy(n))
-        self.gpu.trace_copy(self, v["dst_addr"], None, n)
+        dst, mem = v["dst_addr"], self.gpu.memory
+        mem.check(dst, n, "write")
+        self.gpu.tick(self.gpu.cost.packet)
+        # chunks start at multiples of COPY_CHUNK from dst: the pattern (1-8 bytes) keeps its phase
+        self.start_transfer(stream, pos, "CONST_FILL", n, lambda off, k: mem.fill(dst + off, pattern, k),
+                            lambda: self.gpu.trace_copy(self, dst, None, n))
 
     def _execTIMESTAMP_SET(self, stream, pos, v, dws):
         # The engine-local counter then counts on from the value at the GPU clock rate.
