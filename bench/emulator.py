@@ -10,7 +10,10 @@ kernel_issue_steps_per_s_one_wave: issue steps per second of a one-wave counting
   `max_kernel_steps` costs: runaway_bound_s = max_kernel_steps / that rate).
 interleaving_cost_<policy>: wall time of a stream of small kernels and signals under <policy> divided by the
   in-order default (run_to_block), the cost of exploring orders.
-livelock_report_s: host wait -> DeadlockError naming the spinning wave, for a kernel spinning on a flag.
+livelock_report_s: host wait -> DeadlockError naming the spinning wave, for a kernel spinning on a flag;
+  livelock_report_s_atomic_poll: the same for a wave polling with an atomic add of 0 (stores compared while watched).
+sdma_copy_interleaved_vs_in_order_64MiB: a 64 MiB COPY_LINEAR under round_robin (a scheduler turn per 4 KiB chunk,
+  beside an idle compute queue) divided by the in-order default (one memmove): what interleaving chunks costs.
 """
 from __future__ import annotations
 
@@ -57,6 +60,8 @@ done:
   ret void
 }
 """
+ATOMIC_SPIN_IR = SPIN_IR.replace("load volatile i32, ptr addrspace(1) %flag, align 4",
+                                 "atomicrmw volatile add ptr addrspace(1) %flag, i32 0 monotonic, align 4")
 
 
 def issue_steps_per_s(n: int = 20_000) -> tuple[float, int]:
@@ -91,9 +96,9 @@ def kernel_stream_seconds(policy: str, kernels_n: int = 30) -> float:
     return seconds
 
 
-def livelock_report_seconds() -> float:
+def livelock_report_seconds(ir: str = SPIN_IR) -> float:
     dev = open_device("sim")
-    prog = dev.load_program(compile_llvm(SPIN_IR, dev.target), "spin")
+    prog = dev.load_program(compile_llvm(ir, dev.target), "spin")
     flag, done = dev.alloc(4096), dev.new_signal(0)
     dev.compute_queue().exec(prog, [flag], 64, 64).signal(done, 1).submit()
     t = time.perf_counter()
@@ -104,6 +109,20 @@ def livelock_report_seconds() -> float:
     seconds = time.perf_counter() - t
     dev.close()
     return seconds
+
+
+def sdma_interleaved_vs_in_order(size: int = 64 << 20) -> float:
+    times = {}
+    for policy in ("run_to_block", "round_robin"):
+        with EmulatedGPU(target="gfx1100", seed=0, trace_limit=1000, policy=policy) as gpu:
+            src, dst = gpu.alloc(size), gpu.alloc(size)
+            gpu.compute_queue()  # a second activity the round robin turns to between chunks (idle: never ready)
+            q = gpu.sdma_queue()
+            limit = gpu.target.sdma_copy_max
+            cmds = [d for off in range(0, size, limit) for d in sdma.copy_linear(dst.va + off, src.va + off,
+                                                                                  min(limit, size - off))]
+            times[policy] = best(lambda: q.submit(cmds), 3)
+    return times["round_robin"] / times["run_to_block"]
 
 
 def pm4_rate(gpu: EmulatedGPU, packets: list[list[int]], batches: int = 20) -> float:
@@ -159,6 +178,8 @@ def main() -> None:
     for policy in ("round_robin", "random"):
         print(f"interleaving_cost_{policy}: {kernel_stream_seconds(policy) / base:.2f}")
     print(f"livelock_report_s: {livelock_report_seconds():.3f}")
+    print(f"livelock_report_s_atomic_poll: {livelock_report_seconds(ATOMIC_SPIN_IR):.3f}")
+    print(f"sdma_copy_interleaved_vs_in_order_64MiB: {sdma_interleaved_vs_in_order():.2f}")
 
 
 if __name__ == "__main__":
