@@ -344,7 +344,9 @@ class Run:
                 del self.builders[step[1]]
             elif verb == "host_write":
                 data = np.asarray(words_of(step[3]), dtype=np.uint64).astype("<u4").view(np.uint8)
-                self.bufs[step[1]].view[step[2]:step[2] + len(data)] = data
+                buf = self.bufs[step[1]]
+                buf.view[step[2]:step[2] + len(data)] = data
+                buf.device.hdp_flush()  # a queue may be polling it: VRAM stores wait in the HDP until then (6.4)
             elif verb == "copyin":
                 buf = self.bufs[step[1]]
                 buf.device.copyin(buf, np.asarray(words_of(step[3]), dtype=np.uint64).astype("<u4").tobytes(), step[2])

@@ -27,7 +27,7 @@ Per stream and target: `adversarial` gives a wrong value under some interleaving
 (hcqsim.strategies.interleavings(), as tests/test_runtime_races.py does); `report` gives a record whose `.missing`
 names the operation the facts name and whose writer and reader are the two sides; the correct form is clean in
 both (every value right under every explored schedule, no record). Beyond the seven, facts tests of their own:
-coherent GTT needs no flush, host writes to GTT need no HDP flush, the instruction cache after code is rewritten
+coherent GTT needs no flush either way, host writes to GTT need no HDP flush, the instruction cache after code is rewritten
 in place, the HDP flush from the ring, SDMA 6 reads kernel output through GL2, an SDMA GCR_REQ invalidates.
 
 Streams hold the queue with a gate (WAIT_REG_MEM on a host-written signal) after the packet under test, so the
@@ -385,6 +385,21 @@ def coherent_output_needs_no_write_back(r: Rig) -> Outcome:
     return Outcome(got, ramp() * 3, out)
 
 
+def coherent_input_needs_no_invalidate(r: Rig) -> Outcome:
+    """Facts 6.1 again, the other way: kernel 1 reads coherent GTT, the host rewrites it and opens a gate, kernel 2
+    reads it with no ACQUIRE_MEM at all: no GPU cache kept a copy to go stale."""
+    src, d1, d2 = r.gtt(), r.vram(), r.vram()
+    words(src)[:] = ramp()
+    read, go, done = r.signal(), r.signal(), r.signal()
+    r.submit(r.kernel(src, d1, 2) + r.release(read, 1, cache_bits=RELEASE_WRITE_BACK_ONLY[r.family])
+             + [r.gate(go)] + r.kernel(src, d2, 3, acquire=False) + r.release(done, 1))
+    read.wait(1)
+    words(src)[:] = ramp(100)
+    go.value = 1
+    done.wait(1)
+    return Outcome(words(d2).copy(), ramp(100) * 3, src)
+
+
 def host_write_to_gtt_needs_no_hdp_flush(r: Rig) -> Outcome:
     """Facts 6.4: system memory (GTT) is reached by PCIe DMA, not through the HDP: stream (d) with the input in
     GTT needs no flush."""
@@ -612,6 +627,7 @@ def test_coherent_model_is_todays_behaviour(stream, target):
 
 FACTS = [pytest.param(f, t, id=f"{f.__name__}-{t}") for f, targets in (
     (coherent_output_needs_no_write_back, TARGETS),
+    (coherent_input_needs_no_invalidate, TARGETS),
     (host_write_to_gtt_needs_no_hdp_flush, TARGETS),
     (hdp_flush_from_the_ring, TARGETS),
     (sdma6_reads_kernel_output_through_gl2, ("gfx1100",)),
