@@ -446,7 +446,7 @@ def hdp_flush_from_the_ring(r: Rig) -> Outcome:
     """Facts 6.4: stream (d) with the flush done by the queue (WAIT_REG_MEM write-wait on GPU_HDP_FLUSH_REQ/DONE)
     after the gate instead of by the CPU."""
     src, dst, go, done = r.vram(), r.vram(), r.signal(), r.signal()
-    r.submit([r.gate(go), hdp_flush_packet(), r.acquire()] + r.kernel(src, dst, 3) + r.release(done, 1))
+    r.submit([r.gate(go), hdp_flush_packet(r.dev.target), r.acquire()] + r.kernel(src, dst, 3) + r.release(done, 1))
     words(src)[:] = ramp(100)
     go.value = 1
     done.wait(1)

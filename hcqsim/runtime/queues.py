@@ -16,6 +16,8 @@ import numpy as np
 
 from .. import pm4, sdma
 from ..errors import QueueError
+from ..registers import HDP_FLUSH_SDMA0, hdp_flush_registers
+from ..targets import get_target
 from .signal import SIGNAL_VALUE_LIMIT, Signal, check_signal_value
 
 if TYPE_CHECKING:
@@ -136,7 +138,7 @@ class ComputeQueue(HWQueue):
     def memory_barrier(self) -> "ComputeQueue":
         """So this queue sees what other agents wrote (facts 6.3, 6.4): an HDP flush (the host's stores to VRAM
         through its mapping), then the full cache acquire, as tinygrad's memory_barrier."""
-        self._add(hdp_flush_packet())
+        self._add(hdp_flush_packet(self.device.target))
         return self._add(full_acquire(self._family))
 
     def copy(self, dst: Address, src: Address, nbytes: int) -> "ComputeQueue":
@@ -259,7 +261,8 @@ class CopyQueue(HWQueue):
         4.x has none: it goes around L2)."""
         engines = max(1, self.device.node.props.get("num_sdma_engines", 1))
         # this engine's client bit in GPU_HDP_FLUSH_REQ/DONE: sdma0 bit 10, sdma1 bit 11 (facts 5.2)
-        self._add(sdma.hdp_flush(HDP_FLUSH_REQ, HDP_FLUSH_DONE, 1 << (10 + self.index % engines % 2), self._version))
+        req, done = hdp_flush_registers_of(self.device.target)
+        self._add(sdma.hdp_flush(req, done, HDP_FLUSH_SDMA0 << (self.index % engines % 2), self._version))
         for packet in sdma_cache_sync(self._version):
             self._add(packet)
         return self
@@ -284,9 +287,6 @@ class CopyQueue(HWQueue):
         return sdma.disassemble([d for p in self.packets for d in p], self._version)
 
 
-# NBIO GPU_HDP_FLUSH_REQ / _DONE dword offsets (facts 6.4; BIF_BX_PF0_* in segment 2 on NBIO 4.3 (gfx1100) and 7.9
-# (gfx942) alike)
-HDP_FLUSH_REQ, HDP_FLUSH_DONE = 0x106, 0x107
 
 
 def full_acquire(family: str) -> list[int]:
@@ -316,11 +316,17 @@ def submission_sync(engine: str, family: str, version: str) -> list[list[int]]:
     return [p + sdma.nop(8 - len(p), version) for p in sdma_cache_sync(version)]
 
 
-def hdp_flush_packet() -> list[int]:
+def hdp_flush_registers_of(target: str) -> tuple[int, int]:
+    """(GPU_HDP_FLUSH_REQ, GPU_HDP_FLUSH_DONE) of the target's NBIO (facts 6.4)."""
+    return hdp_flush_registers(get_target(target).nbio_version)
+
+
+def hdp_flush_packet(target: str) -> list[int]:
     """The HDP flush from a PM4 ring (facts 6.4): WAIT_REG_MEM write-then-wait on the NBIO request/done registers,
     with tinygrad's reference = mask = all clients (no need to know which MEC pipe the queue is on)."""
-    return pm4.wait_reg_mem(HDP_FLUSH_DONE << 32 | HDP_FLUSH_REQ, 0xFFFFFFFF, mask=0xFFFFFFFF, function=5,
-                            mem_space=0, operation=1, poll_interval=4)
+    req, done = hdp_flush_registers_of(target)
+    return pm4.wait_reg_mem(done << 32 | req, 0xFFFFFFFF, mask=0xFFFFFFFF, function=5, mem_space=0, operation=1,
+                            poll_interval=4)
 
 
 def check_usable_signal(signal: Signal, device: "Device", what: str) -> None:
