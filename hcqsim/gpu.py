@@ -115,7 +115,7 @@ class Allocation:
 # others; None, or no hook, issues them all together in wave order). Waves of one workgroup (and of different
 # workgroups) thus reach memory in any order a policy picks. For the adversarial memory model,
 # `evict_lines(n_lines) -> indexes` (cache lines that leave early at a progress point; without it lines stay until a
-# cache operation, docs/memory_model.md).
+# cache operation) and `choose_cu(n_cus) -> index` (the CU a dispatch runs on; without it CU 0), docs/memory_model.md.
 
 
 class RunToBlock:
@@ -172,6 +172,10 @@ class SeededRandom:
         # rarely, so waves that split apart mostly issue together again (each split costs issue steps)
         return self.rng.randrange(n_waves) if self.rng.random() < self.split_chance else None
 
+    def choose_cu(self, n_cus: int) -> int:
+        """Memory model only: the CU (of the modelled ones) a dispatch runs on."""
+        return self.rng.randrange(n_cus)
+
     def evict_lines(self, n_lines: int) -> list[int]:
         """Adversarial memory model only (called at each progress point): now and then a few cache lines leave
         early (a dirty one is written back first)."""
@@ -192,7 +196,7 @@ class ExplicitChoices:
     def __init__(self, pick: Callable[[int], tuple[int, int]], *, waves: Callable[[int], int] | None = None,
                  workgroups: Callable[[int], list[int] | None] | None = None,
                  split: Callable[[int], int | None] | None = None,
-                 evictions: Callable[[int], list[int]] | None = None):
+                 evictions: Callable[[int], list[int]] | None = None, cus: Callable[[int], int] | None = None):
         self.pick = pick
         if waves is not None:
             self.choose_waves = waves
@@ -200,6 +204,8 @@ class ExplicitChoices:
             self.split_waves = split
         if evictions is not None:  # adversarial memory model: which of n cache lines leave at a progress point
             self.evict_lines = evictions
+        if cus is not None:  # memory model: which of n CUs (per-CU vector, scalar, instruction caches) a dispatch uses
+            self.choose_cu = cus
         if workgroups is not None:
             self.workgroup_order = workgroups
 

@@ -547,6 +547,44 @@ def test_gfx942_buffer_inv_sc1_also_invalidates_the_l2_copy_an_sdma_write_went_a
     assert {r.missing for r in records} == {"TCL1"}  # L1 first; with sc1 both copies are dropped (above)
 
 
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_a_copy_on_one_cu_goes_stale_when_a_dispatch_on_another_cu_writes_the_line(target):
+    """Kernel 0 reads x (its CU's vector cache keeps x), kernel 1 writes x, kernel 2 reads x, no invalidate between:
+    had kernel 1 run on another CU, kernel 2 on kernel 0's would read the old copy. Report names it whatever CU
+    each ran on here; adversarial finds it when the policy puts kernel 1 elsewhere (`choose_cu`)."""
+    from hcqsim.gpu import ExplicitChoices
+    from hcqsim.runtime import open_device
+
+    def run(model, acquire, cus=None):
+        policy = ExplicitChoices(lambda n: (0, 1 << 30), cus=cus) if cus else "run_to_block"
+        dev = open_device("sim", target=target, memory_model=model, policy=policy)
+        try:
+            bufs = [dev.alloc(4096) for _ in range(4)]
+            x, junk, y = bufs[:3]
+            x.view[:] = np.frombuffer(np.full(1024, OLD, np.uint32).tobytes(), np.uint8)
+            copy, fill = (dev.load_program(_code(n, target), n) for n in ("copy", "fill_release"))
+            q = dev.compute_queue()
+            _exec(q, copy, [x, junk])
+            _exec(q, fill, [x], acquire=acquire)  # writes NEW into x
+            _exec(q, copy, [x, y], acquire=acquire)
+            done = dev.new_signal(0)
+            q.signal(done, 1).submit()
+            done.wait(1)
+            return int(y.view[:4].view(np.uint32)[0]), list(dev.os.system.memory_reports)
+        finally:
+            dev.close()
+    value, records = run("report", [])
+    assert value == NEW and [(r.kind, r.missing) for r in records] == [("stale line", FIRST_STALE[target])]
+    assert "of another CU" in records[0].level and "global_store" in records[0].writer
+    alternate = iter([0, 1, 0]).__next__  # kernel 1 on CU 1, kernels 0 and 2 on CU 0
+    assert run("adversarial", [], cus=lambda n: alternate())[0] == OLD
+    assert run("adversarial", [])[0] == NEW  # one CU (the default): kernel 1's store updated the copy
+    fixed = VECTOR_INV[target][next(iter(VECTOR_INV[target]))]
+    assert run("report", fixed) == (NEW, [])
+    alternate = iter([0, 1, 0]).__next__
+    assert run("adversarial", fixed, cus=lambda n: alternate()) == (NEW, [])
+
+
 # -- partial flushes ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942"])

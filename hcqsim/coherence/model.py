@@ -6,8 +6,8 @@ Levels (HARDWARE_FACTS 6.1), each a set of 128-byte lines per mapping, held as n
   GLK  scalar cache (K$): s_load (kernel arguments, descriptors)
   GLI  instruction cache (I$): instruction fetch
   GL2  device L2 (gfx9: TCC "TC"), write-back for VRAM: a store sits in a dirty line until written back
-Each vector/scalar/instruction level is modelled once per GPU (not once per CU or shader array): a store by any
-wave updates the copy every later wave reads, so intra-kernel cross-CU staleness is not modelled (docs).
+GLV, GLK and GLI are kept once per CU (N_CU of them, "GLV.0", "GLV.1"; a dispatch runs on one, `cu_of`), GL1 and
+GL2 once: a store updates its CU's copies only. Intra-kernel cross-CU staleness is not modelled (docs).
 
 Memory types (mapping attribute `mtype`, set by the emulated KFD from the allocation flags, else from the kind):
   "rw" VRAM, cached at every level, GL2 write-back;
@@ -30,6 +30,8 @@ from .report import MemoryReport, ReportLog
 LINE_SHIFT = 7
 LINE = 1 << LINE_SHIFT
 LEVELS = ("GLV", "GL1", "GLK", "GLI", "GL2")
+PER_CU = frozenset({"GLV", "GLK", "GLI"})  # kept once per CU ("GLV.0", "GLV.1", ...); GL1 and GL2 are shared
+N_CU = 2  # CUs modelled (one shader array): a dispatch runs on one of them (CacheModel.cu_of)
 DEFAULT_MTYPE = {"vram": "rw", "gtt": "nc", "userptr": "nc", "doorbell": "uc", "mmio": "uc"}
 # what a report names as missing, per family: the facts' names (GCR_CNTL on gfx11, CP_COHER_CNTL/EOP on gfx9)
 INVALIDATE = {"gfx11": {"GLV": "GLV_INV", "GL1": "GL1_INV", "GLK": "GLK_INV", "GLI": "GLI_INV", "GL2": "GL2_INV"},
@@ -46,6 +48,16 @@ DramReadHook = Callable[[int, np.ndarray, str], None]
 DramWriteHook = Callable[[int, int, str], None]
 
 
+def base(level: str) -> str:
+    """The level of a per-CU copy's name: "GLV.1" -> "GLV"."""
+    return level.partition(".")[0]
+
+
+def on_cu(levels: tuple, cu: int) -> tuple:
+    """A path with its per-CU levels named for CU `cu`."""
+    return tuple(f"{x}.{cu}" if x in PER_CU else x for x in levels)
+
+
 class Lines:
     """One level's copy of one mapping: bytes and a valid bit per line (dirty bytes and writers for GL2)."""
 
@@ -54,6 +66,10 @@ class Lines:
         self.data = np.zeros(n * LINE, np.uint8)
         self.valid = np.zeros(n, bool)
         self.seq = np.zeros(n, np.int64)  # the model's write count when each line was filled or last written
+        # report mode, per-CU levels: the dispatch whose access filled each copy, and the actor id of a store by
+        # another dispatch since (it may have run on another CU: a copy like this one could have stayed old)
+        self.filler = np.full(n, -1, np.int64)
+        self.elsewhere = np.full(n, -1, np.int32)
         self.dirty = np.zeros(n * LINE, bool) if write_back else None
         self.writer = np.full(n, -1, np.int32) if write_back else None  # actor id of the last dirtying store
 
@@ -107,6 +123,8 @@ class CacheModel:
         self.footprints: dict = {}  # dispatch -> (lines read, lines written): partial-flush checks (report mode)
         self.stats = {"fills": 0, "write_backs": 0, "invalidates": 0}
         self.seq = 1  # GPU writes so far (+1): a copy newer than every GPU write that differs saw an unseen writer
+        self._dispatch_key = -1  # the dispatch whose shader access the model is serving (report-mode marks)
+        self.actor_dispatch: dict[int, int] = {}  # actor id -> its dispatch's key (shader writers)
 
     # -- reports ------------------------------------------------------------------------------------
 
@@ -152,10 +170,22 @@ class CacheModel:
         return d
 
     def level_name(self, level: str) -> str:
-        return LEVEL_NAMES[self.family].get(level, level)
+        b, _, cu = level.partition(".")
+        return LEVEL_NAMES[self.family].get(b, b) + (f" of CU {cu}" if cu else "")
 
     def missing_invalidate(self, level: str) -> str:
-        return INVALIDATE[self.family][level]
+        return INVALIDATE[self.family][base(level)]
+
+    def cu_of(self, dispatch) -> int:
+        """The CU a dispatch's waves run on (every wave of it on one): the policy's `choose_cu(n_cus)` when it has
+        one, else CU 0 (the deterministic default: one copy, as if every dispatch ran on the CU of the last)."""
+        if dispatch is None:
+            return 0
+        cu = getattr(dispatch, "cache_cu", None)
+        if cu is None:
+            choose = getattr(self.gpu.policy, "choose_cu", None)
+            cu = dispatch.cache_cu = choose(N_CU) % N_CU if choose is not None else 0
+        return cu
 
     @property
     def missing_write_back(self) -> str:
@@ -231,6 +261,8 @@ class CacheModel:
                 lv.data[lo:hi] = below.data[lo:hi] if below is not None else self._dram_fill(st, lo, hi, reader)
             lv.valid[need] = True
             lv.seq[need] = below.seq[need] if below is not None else self.seq  # as new as what it copied
+            lv.filler[need] = self._dispatch_key
+            lv.elsewhere[need] = -1
             self.stats["fills"] += int(need.size)
         return first
 
@@ -305,12 +337,16 @@ class CacheModel:
                     data[sel] = got[B[sel] - lo]
                 return data if self.adversarial else coherent
             return coherent
+        self._dispatch_key = id(dispatch) if dispatch is not None else -1
         first = self._fill(st, levels, lines, reader)
-        data = st.levels[levels[0]].data[B]
+        top = st.levels[levels[0]]
+        data = top.data[B]
         if not self.adversarial:
             bad = data != coherent
             if bad.any():
                 self._stale(st, levels, lines, first, B, bad, reader)
+            elif base(levels[0]) in PER_CU and dispatch is not None:
+                self._other_cu(st, levels[0], top, lines, first, id(dispatch), reader)
         return data if self.adversarial else coherent
 
     def lanes_store(self, st: MapState, offs: np.ndarray, data: np.ndarray, update: tuple, write_back: bool,
@@ -327,12 +363,17 @@ class CacheModel:
         st.last_writer[lines] = writer_id
         self.seq += 1
         st.write_seq[lines] = self.seq
+        key = id(dispatch) if dispatch is not None else -1
         for name in update:
             lv = st.levels.get(name)
             if lv is not None:
                 present = lv.valid[B >> LINE_SHIFT]
                 lv.data[B[present]] = flat[present]
-                lv.seq[lines[lv.valid[lines]]] = self.seq
+                held = lines[lv.valid[lines]]
+                lv.seq[held] = self.seq
+                if self.reporting and base(name) in PER_CU:  # a copy another dispatch filled: it may be elsewhere
+                    other = held[lv.filler[held] != key]
+                    lv.elsewhere[other] = writer_id
         if write_back and st.mtype == "rw":
             self._fill(st, ("GL2",), lines, lambda: self.describe(writer_id))
             gl2 = st.levels["GL2"]
@@ -385,6 +426,25 @@ class CacheModel:
                         self.missing_invalidate(level), level=self.level_name(level),
                         detail="the GL2 copy was filled before memory was written behind it (the host, or an "
                                "engine that goes around GL2) and no GL2 invalidate came between")
+
+    def _other_cu(self, st, level, lv, lines, first, reader_key: int, reader) -> None:
+        """Report mode: the copy this load hit was filled by one dispatch and written by another since; had the writer
+        run on another CU (the hardware's choice), this CU's copy would still hold the old bytes."""
+        hit = lines[first == 0]
+        marked = hit[lv.elsewhere[hit] >= 0]
+        if marked.size == 0:
+            return
+        writers = lv.elsewhere[marked]
+        for w in np.unique(writers).tolist():
+            if self.actor_dispatch.get(w) == reader_key:
+                continue
+            ls = marked[writers == w]
+            lo, hi = int(ls.min()) * LINE, min((int(ls.max()) + 1) * LINE, st.size)
+            self.report("stale line", st.start + lo, hi - lo, self.describe(w), reader() if callable(reader) else reader,
+                        self.missing_invalidate(level), level=self.level_name(base(level)) + " of another CU",
+                        detail="a dispatch on another CU wrote these lines after this CU's copy was filled; no "
+                               "invalidate of the vector cache came between, so this load could have read the "
+                               "old copy (the CU a dispatch runs on is the hardware's choice)")
 
     def _newer_writer(self, st, level: str, line: int) -> str:
         """Who wrote the memory a stale copy misses: the last GPU writer of the line if it wrote after the copy was
@@ -460,9 +520,9 @@ class CacheModel:
         """Drop every line of a read-only level (GLV, GL1, GLK, GLI)."""
         self.stats["invalidates"] += 1
         for st in self.states.values():
-            lv = st.levels.get(level)
-            if lv is not None:
-                lv.valid[:] = False
+            for name, lv in st.levels.items():
+                if base(name) == level:  # every CU's copy
+                    lv.valid[:] = False
 
     def write_back(self) -> None:
         """GL2_WB / TC_WB: every dirty byte goes to DRAM; the lines stay, clean."""
@@ -527,10 +587,8 @@ class CacheModel:
         line is written back first. Candidates in a fixed order: mappings as first touched, levels, lines."""
         cands = []
         for st in self.states.values():
-            for name in LEVELS:
-                lv = st.levels.get(name)
-                if lv is not None:
-                    cands += [(st, name, int(i)) for i in np.nonzero(lv.valid)[0]]
+            for name in sorted(st.levels):
+                cands += [(st, name, int(i)) for i in np.nonzero(st.levels[name].valid)[0]]
         if not cands:
             return 0
         picked = choose(len(cands)) or ()

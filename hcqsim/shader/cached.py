@@ -2,7 +2,8 @@
 `lanemem` (load / store / check over per-lane addresses), but each access takes its path through the modelled
 levels (hcqsim.coherence), chosen once per instruction from its kind and cache bits.
 
-Paths, by memory type of the mapping (rw = VRAM, nc = system memory, uc = uncached; coherence.model):
+GLV, GLK and GLI are kept once per CU (coherence.model.N_CU of them; a dispatch runs on one, `cu_of`): a store
+updates only its CU's copy, so another CU's copy of the line goes stale. Paths, by memory type of the mapping (rw = VRAM, nc = system memory, uc = uncached; coherence.model):
   vector load   gfx11 GLV -> GL1 -> GL2          gfx942 GLV (TCP) -> GL2     (GL2 only for rw; uc: none)
   scalar load   gfx11 GLK -> GL1 -> GL2          gfx942 GLK -> GL2
   instruction   gfx11 GLI -> GL1 -> GL2          gfx942 GLI -> GL2
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..coherence.model import N_CU, on_cu
 from . import lanemem
 from .decoder import Instr
 from .operands import Context, advance
@@ -41,8 +43,11 @@ class Lanes:
 
     def __init__(self, model, instr: Instr, ctx: Context, routes: dict[str, tuple], update: tuple = (),
                  write_back: bool = True):
-        self.model, self.routes, self.update, self.write_back = model, routes, update, write_back
+        self.model, self.write_back = model, write_back
         self.pc, self.mnemonic, self.kernel = instr.pc, instr.mnemonic, ctx.kernel
+        # per CU: the paths with that CU's copies of GLV/GLK/GLI (coherence.model.PER_CU)
+        self.routes = [{k: on_cu(v, cu) for k, v in routes.items()} for cu in range(N_CU)]
+        self.update = [on_cu(update, cu) for cu in range(N_CU)]
 
     def _who(self):
         d = self.model.agent
@@ -54,10 +59,11 @@ class Lanes:
         out = np.empty((addrs.size, nbytes), np.uint8)
         d, reader = self._who()
         dispatch = d if d is not None and getattr(d, "kind", "") == "dispatch" else None
+        routes = self.routes[self.model.cu_of(dispatch)]
         for m, sel in groups:
             st = self.model.state(m)
             offs = (addrs[sel] - np.uint64(m.start)).astype(np.int64)
-            out[sel] = self.model.lanes_load(st, offs, nbytes, self.routes[st.mtype], reader, dispatch)
+            out[sel] = self.model.lanes_load(st, offs, nbytes, routes[st.mtype], reader, dispatch)
         return out
 
     def store(self, space, addrs: np.ndarray, data: np.ndarray) -> None:
@@ -66,10 +72,12 @@ class Lanes:
         dispatch = d if d is not None and getattr(d, "kind", "") == "dispatch" else None
         queue = getattr(dispatch, "queue", None)
         writer = self.model.actor((id(dispatch), self.pc), reader, queue)
+        self.model.actor_dispatch[writer] = id(dispatch) if dispatch is not None else -1
+        update = self.update[self.model.cu_of(dispatch)]  # the writing CU's copies only: the others go stale
         for m, sel in groups:
             st = self.model.state(m)
             offs = (addrs[sel] - np.uint64(m.start)).astype(np.int64)
-            self.model.lanes_store(st, offs, data[sel], self.update if st.mtype != "uc" else (),
+            self.model.lanes_store(st, offs, data[sel], update if st.mtype != "uc" else (),
                                    self.write_back, writer, dispatch, reader)
         watch = space.__dict__.get("watch_stores")
         if watch is not None and groups:  # a spin watch (shader.core): with the model on every store counts as a
@@ -118,21 +126,23 @@ class InstructionFetch:
     """Instruction bytes through GLI (and GL1/GL2): what the core fetches at a PC with the model on."""
 
     def __init__(self, model, arch: str):
-        self.model, self.routes = model, _by_mtype(_IFETCH[arch])
+        self.model = model
+        self.routes = [{k: on_cu(v, cu) for k, v in _by_mtype(_IFETCH[arch]).items()} for cu in range(N_CU)]
 
     def __call__(self, space, pc: int, nbytes: int, kernel: str) -> bytes:
         m = space.find(pc)
         st = self.model.state(m)
         lo = pc - m.start
-        gli = st.levels.get("GLI")
+        d = self.model.agent
+        cu = self.model.cu_of(d if getattr(d, "kind", "") == "dispatch" else None)
+        gli = st.levels.get(f"GLI.{cu}")
         if gli is not None and gli.valid[lo >> 7] and gli.valid[(lo + nbytes - 1) >> 7]:  # the hot path: a hit
             data = gli.data[lo:lo + nbytes]
             if self.model.adversarial or np.array_equal(data, st.dram[lo:lo + nbytes]):
                 return data.tobytes()
-        d = self.model.agent
         reader = lambda: f"{getattr(d, 'name', 'a dispatch')} ({kernel}) instruction fetch at 0x{pc:x}"
-        data = self.model.lanes_load(st, np.array([pc - m.start], np.int64), nbytes, self.routes[st.mtype], reader,
-                                     None)
+        data = self.model.lanes_load(st, np.array([pc - m.start], np.int64), nbytes, self.routes[cu][st.mtype],
+                                     reader, None)
         return data.tobytes()
 
 
