@@ -456,7 +456,7 @@ class EmulatedGPU:
             evict = getattr(self.policy, "evict_lines", None)  # adversarial: the policy may evict lines here
             if evict is not None and coherence.adversarial:
                 coherence.evict(evict)
-        vram = self.hdp.vram
+        vram, ran = self.hdp.vram, None
         try:
             vram.before_run()  # host stores and HDP-flush register stores since the last run (coherence/hdp.py)
             while condition is None or not condition():
@@ -490,8 +490,9 @@ class EmulatedGPU:
                         self._record_fault(q, q.runaway(bound))
                 else:
                     q.streak = 0  # blocked or dry: the stream paused
+            ran = work  # the run ended normally: `work` says whether anything executed
         finally:
-            vram.after_run()
+            vram.after_run(ran)
             self._running = False
             if coherence is not None:
                 coherence.agent = None  # back to the host: its accesses are plain memory

@@ -81,6 +81,7 @@ class HostRange:
         self.hdp, self.lo, self.hi, self.label = hdp, lo, hi, label
         self.view = host_view(lo, hi - lo)
         self.seen = self.view.copy()
+        self.seen_addr = self.seen.ctypes.data  # (numpy's .ctypes costs microseconds: taken once)
         self.pending: dict[int, _Pending] = {}  # page index -> page
 
     def page(self, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -88,11 +89,12 @@ class HostRange:
         a, b = i * PAGE_SIZE, (i + 1) * PAGE_SIZE
         return self.view[a:b], self.seen[a:b]
 
-    def find_host_stores(self) -> None:
-        """Pages whose bytes differ from what the GPU last saw hold host stores (the GPU is not running)."""
+    def find_host_stores(self) -> bool:
+        """Pages whose bytes differ from what the GPU last saw hold host stores (the GPU is not running).
+        Whether some page has unflushed stores now."""
         size = self.hi - self.lo
-        if not self.pending and _libc.memcmp(self.lo, self.seen.ctypes.data, size) == 0:
-            return  # the common case: the host stored nothing here
+        if not self.pending and _libc.memcmp(self.lo, self.seen_addr, size) == 0:
+            return False  # the common case: the host stored nothing here
         cur, old = self.view.view(np.uint64), self.seen.view(np.uint64)
         changed = []
         for first in range(0, size // PAGE_SIZE, _CHUNK_PAGES):
@@ -105,6 +107,7 @@ class HostRange:
             before = self.pending.get(i)
             pending[i] = _Pending(now.copy(), now != seen, before.readers if before else set())
         self.pending = pending
+        return bool(pending)
 
     def hide(self) -> None:
         """Adversarial: the GPU reads the bytes it last saw; the host's stay in the HDP (`_Pending.host`)."""
@@ -124,6 +127,9 @@ class HostRange:
     def absorb_gpu_writes(self, hidden: bool) -> None:
         """After the GPUs ran: what they wrote is what they saw; pending host stores they overwrote are gone, the
         others go back into DRAM for the host (adversarial)."""
+        if not self.pending:
+            ctypes.memmove(self.seen_addr, self.lo, self.hi - self.lo)
+            return
         for i in list(self.pending):
             p = self.pending[i]
             now, seen = self.page(i)
@@ -144,7 +150,7 @@ class HostRange:
         for i in sorted(self.pending) + [(self.hi - self.lo) // PAGE_SIZE]:
             a, b = start * PAGE_SIZE, i * PAGE_SIZE
             if b > a:
-                ctypes.memmove(self.seen.ctypes.data + a, self.lo + a, b - a)
+                ctypes.memmove(self.seen_addr + a, self.lo + a, b - a)
             start = i + 1
 
     def stored_pages(self, lo: int, hi: int) -> list[tuple[int, _Pending]]:
@@ -189,6 +195,7 @@ class HostMappedVram:
         self.rng = random.Random(seed ^ 0x4844_5000)  # drain choices of the seeded policy (not the GPU's stream)
         self._depth = 0  # GPUs of this machine running now (a progress point nests no other)
         self.hidden = False
+        self.dirty: list[HostRange] = []  # the ranges with pending pages
         self.pending_pages = 0  # pending pages over all ranges (the read hook's fast test)
         self.stats = {"progress_points": 0, "host_store_pages": 0, "flushes": 0, "drains": 0, "reports": 0}
 
@@ -219,6 +226,7 @@ class HostMappedVram:
                     r.land(i, True)
         self.ranges = [r for r in self.ranges if r not in gone]
         self._starts = [r.lo for r in self.ranges]
+        self.dirty = [r for r in self.dirty if r not in gone]
         self._count()
 
     def _overlapping(self, lo: int, hi: int) -> list[HostRange]:
@@ -245,8 +253,7 @@ class HostMappedVram:
         if not self.tracking:
             return
         self.stats["progress_points"] += 1
-        for r in self.ranges:
-            r.find_host_stores()
+        self.dirty = [r for r in self.ranges if r.find_host_stores()]
         self._count()
         for hdp in self.paths:  # a flush seen now covers every host store seen now (weaker reading: no order)
             hdp.apply_pending_flush()
@@ -254,14 +261,17 @@ class HostMappedVram:
         self._count()
         self.stats["host_store_pages"] += self.pending_pages
         if self.mode == "adversarial" and not self.concurrent_host and self.pending_pages:
-            for r in self.ranges:
+            for r in self.dirty:
                 r.hide()
             self.hidden = True
 
-    def after_run(self) -> None:
+    def after_run(self, work: int | None = None) -> None:
+        """The GPUs ran (`work`: packets plus issue steps executed; None: unknown, e.g. the run raised)."""
         self._depth -= 1
         if self._depth or not self.tracking:
             return
+        if work == 0 and not self.hidden:
+            return  # nothing executed: nothing written, nothing to put back
         for r in self.ranges:
             r.absorb_gpu_writes(self.hidden)
         self.hidden = False
@@ -271,7 +281,7 @@ class HostMappedVram:
         """Adversarial: pages the HDP writes to DRAM by itself now, as the scheduler policy chooses."""
         if self.mode != "adversarial" or not self.pending_pages:
             return
-        pages = [(r, i) for r in self.ranges for i in sorted(r.pending)]
+        pages = [(r, i) for r in self.dirty for i in sorted(r.pending)]
         for (r, i), drain in zip(pages, drain_choices(self.policy, self.rng, len(pages))):
             if drain:
                 r.land(i, False)
@@ -281,7 +291,7 @@ class HostMappedVram:
         """`hdp`'s buffered host stores reach DRAM (now, also in the middle of a run)."""
         if not self.tracking:
             return
-        for r in self.ranges:
+        for r in self.dirty:
             if r.hdp is hdp:
                 for i in list(r.pending):
                     r.land(i, self.hidden)
@@ -289,7 +299,8 @@ class HostMappedVram:
         self._count()
 
     def _count(self) -> None:
-        self.pending_pages = sum(len(r.pending) for r in self.ranges)
+        self.dirty = [r for r in self.dirty if r.pending]
+        self.pending_pages = sum(len(r.pending) for r in self.dirty)
 
     # -- the cache model's DRAM hooks ----------------------------------------------------------------
 
@@ -330,21 +341,22 @@ class HostMappedVram:
         data[lo - addr:hi - addr][stored] = seen[stored]
 
     def _report(self, gpu, r: HostRange, page: int, p: "_Pending", addr: int, size: int, reader: str) -> None:
+        """One record per page and reader: the bytes of the read the CPU stored since the last HDP flush."""
         if reader in p.readers:
             return
         p.readers.add(reader)
-        idx = np.flatnonzero(p.stored)
         base = r.lo + page * PAGE_SIZE
-        first, last = base + int(idx[0]), base + int(idx[-1])
-        detail = (f"{idx.size} byte(s) in 0x{first:x}..0x{last:x} were stored by the CPU since the last HDP flush "
-                  f"of {r.hdp.gpu_label}; GPU engines read VRAM around the HDP (facts 6.4). Any one of these makes "
-                  f"them visible: " + "; ".join(FIXES))
+        a, b = max(addr, base) - base, min(addr + size, base + PAGE_SIZE) - base
+        idx = a + np.flatnonzero(p.stored[a:b])
+        detail = (f"the CPU stored these bytes since the last HDP flush of {r.hdp.gpu_label}, and GPU engines read "
+                  f"VRAM around the HDP (facts 6.4); any one of these makes them visible: " + "; ".join(FIXES))
         if r.hdp.register_flush_since:
             detail += (". The MMIO-remap page was written at offset 4 (HDP_REG_FLUSH_CNTL): that flushes the register "
                        "path, not the memory writes")
         self.stats["reports"] += 1
-        gpu.add_memory_report(MemoryReport(KIND, addr, size, f"the host (CPU store through the BAR into {r.label})",
-                                           reader, MISSING, level="HDP", detail=detail))
+        gpu.add_memory_report(MemoryReport(KIND, base + int(idx[0]), int(idx[-1] - idx[0]) + 1,
+                                           f"the host (CPU store through the BAR into {r.label})", reader, MISSING,
+                                           level="HDP", detail=detail))
 
 
 def drain_choices(policy, rng: random.Random, n: int) -> list[bool]:
