@@ -89,7 +89,7 @@ ACQUIRE_VM = _iowr(0x15, AcquireVm, 1)
 ALLOC_MEMORY = _iowr(0x16, Alloc)
 MAP_MEMORY = _iowr(0x18, MapToGpu)
 
-VRAM, GTT = 1 << 0, 1 << 1
+VRAM, GTT, MMIO_REMAP = 1 << 0, 1 << 1, 1 << 4
 WRITABLE, EXECUTABLE, PUBLIC, COHERENT, UNCACHED = 1 << 31, 1 << 30, 1 << 29, 1 << 26, 1 << 25
 EVENT_SIGNAL, EVENT_MEMORY = 0, 8
 QUEUE_COMPUTE, QUEUE_SDMA = 0, 1
@@ -106,10 +106,12 @@ def pm4_set_sh(reg: int, values: list[int]) -> list[int]:
     return pm4(0x76, [reg - 0x2C00] + values)
 
 
-def pm4_release_mem(addr: int, value: int, ctxid: int = 0, interrupt: bool = False) -> list[int]:
-    # EVENT_TYPE 0x14 (CACHE_FLUSH_AND_INV_TS), EVENT_INDEX 5 (end of pipe); DATA_SEL 1 (32 bits), INT_SEL 2
+def pm4_release_mem(addr: int, value: int, ctxid: int = 0, interrupt: bool = False, gfx11: bool = True) -> list[int]:
+    # EVENT_TYPE 0x14 (CACHE_FLUSH_AND_INV_TS), EVENT_INDEX 5 (end of pipe); DATA_SEL 1 (32 bits), INT_SEL 2;
+    # write L2 back first so the host sees the kernel's VRAM stores (facts 6.2): gfx11 GCR_SEQ | GL2_WB, gfx9 TC_WB
+    cache = 1 << 22 | 1 << 21 if gfx11 else 1 << 15
     data_cntl = 1 << 29 | (2 << 24 if interrupt else 0)
-    return pm4(0x49, [0x14 | 5 << 8, data_cntl, addr & 0xFFFFFFFF, addr >> 32, value, 0, ctxid])
+    return pm4(0x49, [0x14 | 5 << 8 | cache, data_cntl, addr & 0xFFFFFFFF, addr >> 32, value, 0, ctxid])
 
 
 def pm4_wait_ge(addr: int, value: int) -> list[int]:
@@ -171,6 +173,7 @@ class Queue:
             ctypes.memmove(self.ring.va + (self.put + i) % self.ring.size, raw[i:i + 4], 4)
         self.put += len(raw)
         self.ptrs.u64(1).value = self.put // self.unit  # the 64-bit write pointer in memory...
+        self.client.hdp_flush()  # ...CPU stores to VRAM (code, data) out of the HDP (facts 6.4)...
         ctypes.c_uint64.from_address(self.doorbell).value = self.put // self.unit  # ...then a plain doorbell store
 
 
@@ -198,6 +201,21 @@ class Client:
         os_.ioctl(self.kfd, CREATE_EVENT, mem)
         self.memory_event = mem.event_id
         self.queues: list[Queue] = []
+        self.hdp_page = self._mmio_remap_page()
+
+    def _mmio_remap_page(self) -> int:
+        """The MMIO-remap page (facts 1.5, 6.4): allocated with MMIO_REMAP, mapped from /dev/kfd at its offset."""
+        va = self.os.mmap(0, PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        a = Alloc(va_addr=va, size=PAGE, gpu_id=self.gpu_id, flags=MMIO_REMAP | WRITABLE)
+        self.os.ioctl(self.kfd, ALLOC_MEMORY, a)
+        ids = (ctypes.c_uint32 * 1)(self.gpu_id)
+        self.os.ioctl(self.kfd, MAP_MEMORY, MapToGpu(handle=a.handle, device_ids_array_ptr=ctypes.addressof(ids),
+                                                     n_devices=1))
+        return self.os.mmap(0, PAGE, PROT_RW, MAP_SHARED, self.kfd, a.mmap_offset)
+
+    def hdp_flush(self) -> None:
+        """A 32-bit 0 at offset 0 (HDP_MEM_FLUSH_CNTL): the GPU sees what the CPU stored into VRAM."""
+        ctypes.c_uint32.from_address(self.hdp_page).value = 0
 
     # memory: reserve the VA, allocate at it, map it for the GPU, then for the CPU at the same address
     def alloc(self, size: int, flags: int) -> Mem:
@@ -256,7 +274,9 @@ class Client:
         """Write `value` to `addr`, then signal the completion event (its slot, and an interrupt naming it)."""
         if q.unit == 1:
             return sdma_fence(addr, value) + sdma_fence(self.slot(), self.event_id) + sdma_trap(self.event_id)
-        return pm4_release_mem(addr, value) + pm4_release_mem(self.slot(), self.event_id, self.event_id, True)
+        gfx11 = self.gfx >= 110000
+        return pm4_release_mem(addr, value, gfx11=gfx11) + pm4_release_mem(self.slot(), self.event_id, self.event_id,
+                                                                           True, gfx11=gfx11)
 
     def dispatch_packets(self, code: Mem, buf: Mem) -> list[int]:
         """PM4 for one workgroup of 64 lanes running the kernel at `code` with buf's address in s[0:1]."""
