@@ -189,6 +189,11 @@ class DeviceTimeout(HcqsimError):
     """A wait on real hardware ran out of time; carries each queue's state."""
 
 
+class ConcurrentUseError(HcqsimError, RuntimeError):
+    """A second host thread called into a Device while another was inside it (runtime/exclusive.py): refused at
+    once, nothing done; the other thread's call is unharmed."""
+
+
 class DeviceClosedError(HcqsimError):
     """A device (or the emulated system under it) was closed: its memory, signals and queues are gone, so every
     later use is refused with this error instead of touching memory that may no longer exist."""

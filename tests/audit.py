@@ -39,7 +39,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SURFACES = ("ioctls", "counts", "streams", "threads", "misuse", "close", "errnos")
+SURFACES = ("ioctls", "counts", "streams", "threads", "misuse", "close", "errnos", "soak")
 PROFILES = {"short": 1.5, "long": 60.0}  # seconds per surface
 COLUMNS = ("cases", "host_crashes", "gpu_thread_deaths", "state_changes", "unbounded_allocations", "unexpected",
            "seconds")
@@ -264,6 +264,90 @@ def surface_close(seconds: float, rng: random.Random) -> dict:
         stop.append(1)
         t.join()
     return _counts(cases=cases)
+
+
+SCALE_IR = """
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.workgroup.id.x()
+define amdgpu_kernel void @scale(ptr addrspace(1) %p, i32 %k) {
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %b = mul i32 %g, 64
+  %i = add i32 %b, %t
+  %q = getelementptr i32, ptr addrspace(1) %p, i32 %i
+  %v = load i32, ptr addrspace(1) %q
+  %w = mul i32 %v, %k
+  store i32 %w, ptr addrspace(1) %q
+  ret void
+}
+"""
+SOAK_GPUS = 6
+
+
+def surface_soak(seconds: float, rng: random.Random) -> dict:
+    """The long-run wedge's shape (issue 22: tinygrad's tests over 6 free-running GPUs): one thread per GPU, every
+    compute and copy queue of it in turn, kernels, fills, copies, cross-queue waits and a peer copy to the next GPU,
+    every completion checked (memory and signal values), waits bounded; at the end every queue of every GPU idle,
+    the GPU thread alive and without error."""
+    import numpy as np
+    from hcqsim.compiler import compile_llvm
+    from hcqsim.runtime import open_devices
+    devs = open_devices("sim", SOAK_GPUS, free_running=True)
+    system = devs[0]._owner.system
+    code = compile_llvm(SCALE_IR, devs[0].target)
+    results: dict = {"rounds": 0, "kernels": 0, "copies": 0, "wrong": 0, "errors": 0}
+    lock = threading.Lock()
+    end = time.monotonic() + seconds
+    peers = []
+    for i, dev in enumerate(devs):  # each GPU's inbox, mapped on the GPU before it (its peer copies land there)
+        inbox = dev.alloc(4096)
+        dev.map_to(inbox, devs[i - 1])
+        peers.append(inbox)
+
+    def worker(i: int) -> None:
+        local = random.Random(rng.randrange(1 << 30) + i)
+        dev, nxt = devs[i], (i + 1) % len(devs)
+        kernel = dev.load_program(code, "scale")
+        buf, side = dev.alloc(4096), dev.alloc(4096)
+        done, gate = dev.new_signal(0), dev.new_signal(0)
+        n = 0
+        try:
+            while time.monotonic() < end or n == 0:
+                n += 1
+                k = local.randrange(2, 7)
+                start = np.arange(1024, dtype=np.uint32) + n
+                dev.copyin(buf, start.tobytes())
+                cq = dev.compute_queue(n % dev.queue_count("compute"))
+                xq = dev.copy_queue(n % dev.queue_count("copy"))
+                # copy queue waits for the kernel, then copies the result aside and to the next GPU's inbox
+                xq.wait(gate, n).copy(side, buf, 4096).copy(peers[nxt], buf, 64).signal(done, n).submit()
+                cq.exec(kernel, [buf, k], 1024, 64).signal(gate, n).submit()
+                done.wait(n, timeout_ms=20_000)
+                want = (start * k).astype(np.uint32)
+                ok = np.array_equal(np.frombuffer(dev.copyout(side, 4096), np.uint32), want)
+                with lock:
+                    results["rounds"] += 1
+                    results["kernels"] += 1
+                    results["copies"] += 2
+                    results["wrong"] += not ok
+        except Exception as e:  # noqa: BLE001 - a wedge (DeviceTimeout) or any error is the finding
+            with lock:
+                results["errors"] += 1
+                results.setdefault("first_error", f"GPU {i} round {n}: {e!r}"[:3000])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(devs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    busy = [f"GPU {g.index} {q.name}" for g in system.gpus for q in g.queues if q.fault is None and q.has_work()] \
+        if all(hasattr(q, "has_work") for g in system.gpus for q in g.queues) else []
+    dead = int(not system.thread.alive or system.thread.error is not None)
+    results["busy_queues_at_end"] = busy
+    for d in devs:
+        d.close()
+    return _counts(cases=results["rounds"], gpu_thread_deaths=dead,
+                   unexpected=results["wrong"] + results["errors"] + len(busy), detail=results)
 
 
 def surface_errnos(seconds: float, rng: random.Random) -> dict:

@@ -187,3 +187,154 @@ def test_an_anonymous_map_fixed_over_a_freed_but_mapped_bo_replaces_it_with_zero
         assert mem.u32(0).value == 0
     finally:
         s.close()
+
+
+# -- one Device, two host threads (issue 22: sharing one between five threads gave wrong copyouts) ----------
+
+import random  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+
+from hcqsim.errors import ConcurrentUseError  # noqa: E402
+from hcqsim.runtime import open_device  # noqa: E402
+
+
+@pytest.fixture
+def free_running_device():
+    dev = open_device("sim", free_running=True)
+    yield dev
+    dev.close()
+
+
+def test_a_second_thread_inside_one_device_gets_a_clear_error_and_changes_nothing(free_running_device):
+    dev = free_running_device
+    sig = dev.new_signal(0)
+    waiter = threading.Thread(target=sig.wait, args=(1,), name="waiter")
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while dev._turn.owner is None and time.monotonic() < deadline:  # test-only look: the waiter is inside
+        time.sleep(0.001)
+    buffers = len(dev._buffers)
+    with pytest.raises(ConcurrentUseError) as e:
+        dev.alloc(4096)
+    assert "alloc from thread 'MainThread' while thread 'waiter' is inside wait_value" in str(e.value)
+    assert "Nothing was done" in str(e.value) and len(dev._buffers) == buffers
+    sig.value = 1  # plain memory: no turn needed; the waiter's wait ends normally
+    waiter.join(30)
+    assert not waiter.is_alive()
+    buf = dev.alloc(4096)  # the device works as before
+    dev.copyin(buf, b"after")
+    assert dev.copyout(buf, 5) == b"after"
+
+
+def test_threads_sharing_one_device_get_right_answers_or_a_clear_error_never_a_wrong_one(free_running_device):
+    dev = free_running_device
+    system = dev._owner.system
+    outcome = {"right": 0, "refused": 0, "wrong": 0, "other": []}
+    lock = threading.Lock()
+
+    def hammer(seed: int) -> None:
+        rng = random.Random(seed)
+        buf = None
+        while buf is None:
+            try:
+                buf = dev.alloc(8192)
+            except ConcurrentUseError:
+                time.sleep(0.0005)
+        for _ in range(60):
+            data = rng.randbytes(8192)
+            try:
+                dev.copyin(buf, data)
+                ok = dev.copyout(buf, 8192) == data
+                key = "right" if ok else "wrong"
+            except ConcurrentUseError:
+                key = "refused"
+            except Exception as e:  # noqa: BLE001 - anything else is a finding
+                with lock:
+                    outcome["other"].append(repr(e)[:200])
+                return
+            with lock:
+                outcome[key] += 1
+
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert outcome["wrong"] == 0 and outcome["other"] == [], outcome
+    assert outcome["right"] > 0, outcome
+    assert system.thread.alive and system.thread.error is None
+    buf = dev.alloc(4096)
+    dev.copyin(buf, b"still works")
+    assert dev.copyout(buf, 11) == b"still works"
+
+
+# -- the kernarg arena never waits for queues (tests/audit.py's soak: a wedge after 1638 kernels) -----------------
+
+SCALE = """
+declare i32 @llvm.amdgcn.workitem.id.x()
+define amdgpu_kernel void @scale(ptr addrspace(1) %p, i32 %k) {
+  %t = call i32 @llvm.amdgcn.workitem.id.x()
+  %q = getelementptr i32, ptr addrspace(1) %p, i32 %t
+  %v = load i32, ptr addrspace(1) %q
+  %w = mul i32 %v, %k
+  store i32 %w, ptr addrspace(1) %q
+  ret void
+}
+"""
+
+
+@pytest.mark.parametrize("free_running", [False, True], ids=["progress-points", "free-running"])
+def test_kernels_keep_launching_while_a_submitted_queue_waits_for_the_next_one(monkeypatch, free_running):
+    """A copy queue waits on the signal of a kernel not built yet, round after round, past the point where the
+    kernarg arena is full (a small arena here: it fills every few kernels). Refilling the arena must not wait for
+    the copy queue: it waits for the very kernel being built (that was a DeadlockError, or a 30 s DeviceTimeout
+    free-running)."""
+    import numpy as np
+    from hcqsim.compiler import compile_llvm
+    from hcqsim.runtime import device as runtime_device
+    monkeypatch.setattr(runtime_device, "KERNARG_ARENA", 2048)
+    dev = open_device("sim", free_running=free_running)
+    try:
+        kernel = dev.load_program(compile_llvm(SCALE, dev.target), "scale")
+        buf, side = dev.alloc(256), dev.alloc(256)
+        gate, done = dev.new_signal(0), dev.new_signal(0)
+        for n in range(1, 41):  # a few kernels per arena: many refills, and arenas reused once their kernels end
+            dev.copyin(buf, (np.arange(64, dtype=np.uint32) + n).tobytes())
+            dev.copy_queue().wait(gate, n).copy(side, buf, 256).signal(done, n).submit()
+            dev.compute_queue().exec(kernel, [buf, 3], 64, 64).signal(gate, n).submit()
+            done.wait(n, timeout_ms=20_000)
+            assert np.array_equal(np.frombuffer(dev.copyout(side, 256), np.uint32), (np.arange(64) + n) * 3)
+        assert len(dev._retired_kernargs) <= 2  # test-only look: full arenas were reused once their kernels ended
+    finally:
+        dev.close()
+
+
+def test_kernargs_of_kernels_still_waiting_are_never_reused(monkeypatch):
+    """Twenty kernels, each with its own buffer and factor, wait behind a host gate while their kernargs fill the
+    (small) arena several times over: a full arena is reused only once its kernels ended, so every kernel still
+    reads its own arguments when the gate opens."""
+    import numpy as np
+    from hcqsim.compiler import compile_llvm
+    from hcqsim.runtime import device as runtime_device
+    monkeypatch.setattr(runtime_device, "KERNARG_ARENA", 2048)
+    dev = open_device("sim")
+    try:
+        kernel = dev.load_program(compile_llvm(SCALE, dev.target), "scale")
+        bufs = [dev.alloc(256) for _ in range(20)]
+        for b in bufs:
+            dev.copyin(b, np.arange(64, dtype=np.uint32).tobytes())
+        gate = dev.new_signal(0)
+        q = dev.compute_queue().wait(gate, 1)
+        for k, b in enumerate(bufs):
+            q = q.exec(kernel, [b, k + 2], 64, 64)
+        q.submit()
+        assert len(dev._retired_kernargs) >= 2  # test-only look: the arena really filled while they waited
+        gate.value = 1
+        dev.synchronize()
+        for k, b in enumerate(bufs):
+            assert np.array_equal(np.frombuffer(dev.copyout(b, 256), np.uint32), np.arange(64) * (k + 2)), k
+    finally:
+        dev.close()

@@ -20,6 +20,7 @@ from .. import kfd_uapi as K
 from ..boundary import (KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE,
                         PROT_READ, PROT_WRITE, OSBoundary)
 from ..errors import DeadlockError, DeviceClosedError, DeviceFault, DeviceTimeout, gpu_label
+from .exclusive import Turn, exclusive
 from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, chunks, submission_sync
 from .names import buffer_label, creation_site, name_addresses, signal_label
 from .signal import SIGNAL_SIZE, Signal, check_signal_value
@@ -33,6 +34,7 @@ UNCACHED_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_GTT | K.KFD_IOC_ALLOC_MEM_FLAGS_COHER
     K.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED
 STAGING_CHUNK = 16 << 20
 KERNARG_ARENA = 1 << 20
+KERNARG_ARENAS = 16  # arenas with kernels in flight before a full one waits (Device._next_kernarg_arena)
 WAIT_SLICE_MS = 100
 QUARANTINE_BYTES = 64 << 30  # sanitizer: freed VA held back (reserved, unmapped) up to this much...
 QUARANTINE_COUNT = 16384  # ...and this many ranges, oldest returned first
@@ -92,6 +94,19 @@ class KFDProcess:
 
     def close(self) -> None:
         self.os.close(self.fd)
+
+
+class KernargArena:
+    """One KERNARG_ARENA-byte block of kernarg memory: the builders that took kernargs from it (weakly: a builder
+    dropped after submitting lets go), and per ring the last submission of theirs (the fence)."""
+
+    def __init__(self, buffer: "Buffer"):
+        self.buffer = buffer
+        self.holders: weakref.WeakSet = weakref.WeakSet()
+        self.fence: dict = {}  # HardwareRing -> submission seq
+
+    def free(self) -> bool:
+        return not self.holders and all((ring.progress.value & 0xFFFFFFFF) >= seq for ring, seq in self.fence.items())
 
 
 @dataclass(eq=False)
@@ -187,6 +202,7 @@ class Device:
         self.sdma_version = "sdma6" if self.family == "gfx11" else "sdma4"
         self.copy_max_bytes = SDMA_COPY_MAX
         self._owner = owner  # keeps an emulated system alive as long as its devices
+        self._turn = Turn()  # one host thread at a time inside this Device (runtime/exclusive.py)
         self.aql = bool(aql)  # compute queues are COMPUTE_AQL (kernels as AQL packets, the rest as PM4 IBs)
         self._closed = False
         self._free_cache: OrderedDict[tuple[int, int], list[Buffer]] = OrderedDict()
@@ -219,8 +235,9 @@ class Device:
         self._shadow_signal = self.new_signal(0, name=f"{self.label} timeline")
         self.timeline_value = 1  # the value the next timeline submission signals
         self._staging: list[Buffer] = []
-        self._kernargs: Buffer | None = None
+        self._kernargs: KernargArena | None = None
         self._kernarg_pos = 0
+        self._retired_kernargs: list[KernargArena] = []  # full arenas, reused once free
         self._dispatch_id = 0
         self._scratch: Buffer | None = None
 
@@ -286,6 +303,7 @@ class Device:
             handle=buf.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=len(gpu_ids)))
         buf.mapped_on.update(gpu_ids)
 
+    @exclusive
     def alloc(self, nbytes: int, *, host_visible: bool = True, uncached: bool = False,
               name: str | None = None) -> Buffer:
         """Device memory (VRAM, +PUBLIC when `host_visible`) or, `uncached`, coherent system memory (GTT).
@@ -340,6 +358,7 @@ class Device:
         self.copy_queue().fill(buf.va, self.poison, buf.alloc_size).signal(sig, value).submit()
         self.wait_value(sig, value, f"poison fill of {buf!r}")
 
+    @exclusive
     def free(self, buf: Buffer) -> None:
         """Return a buffer: it is kept for reuse (LRU) up to `cache_limit` bytes, then released. With the
         sanitizer it is released at once and its VA held back, so later GPU use of it is a VM fault."""
@@ -403,6 +422,7 @@ class Device:
                 return what
         return None
 
+    @exclusive
     def map_to(self, buf: "Buffer | Signal", other: "Device") -> None:
         """Peer-map `buf` (a view: its whole allocation; a signal: the page holding it) into another device's
         GPU address space (same VA), so that device's queues may use it."""
@@ -418,6 +438,7 @@ class Device:
 
     # -- signals -----------------------------------------------------------------------------------
 
+    @exclusive
     def new_signal(self, value: int = 0, *, name: str | None = None) -> Signal:
         """A signal (16 bytes of coherent memory) starting at `value` (32 bits, as the GPU compares). Failure
         reports name it by `name` (else `#number`) and the caller's line, recorded here."""
@@ -457,6 +478,7 @@ class Device:
                 waiting.append(sig)
         self._pending_signals = waiting
 
+    @exclusive
     def free_signal(self, signal: Signal) -> None:
         """Give the slot back. It is handed out again only after every submission that named the signal
         has completed; with the sanitizer its page is unmapped at once (a later GPU write is a VM fault)."""
@@ -478,6 +500,7 @@ class Device:
             return
         self._pending_signals.append(signal)
 
+    @exclusive
     def next_timeline(self) -> tuple[Signal, int]:
         """(signal, value) for the next submission on the device timeline. Before the 32-bit value would
         wrap, everything is synchronised and the shadow signal takes over from 0."""
@@ -494,6 +517,7 @@ class Device:
 
     # -- programs ----------------------------------------------------------------------------------
 
+    @exclusive
     def load_program(self, code_object, name: str):
         """Copy a code object's image into executable GPU memory; returns the kernel `name` as a Program."""
         from .program import load_program
@@ -502,22 +526,54 @@ class Device:
         self._programs = [ref for ref in self._programs if ref() is not None] + [weakref.ref(program)]
         return program
 
-    def kernarg_alloc(self, nbytes: int) -> tuple[int, np.ndarray]:
-        """(address, uint8 view) of `nbytes` of kernarg memory, 64-byte aligned. The arena is reused from the
-        start once full, after everything submitted so far has completed."""
+    @exclusive
+    def kernarg_alloc(self, nbytes: int, holder=None) -> tuple[int, np.ndarray]:
+        """(address, uint8 view) of `nbytes` of kernarg memory, 64-byte aligned, from the current arena. `holder`
+        (the queue builder that will submit it) keeps the arena from reuse while it lives, and each of its
+        submissions adds to the arena's fence (see _next_kernarg_arena)."""
         self._check_open()
         nbytes = (nbytes + 63) & ~63
         if nbytes > KERNARG_ARENA:
             raise ValueError(f"kernarg segment of {nbytes} bytes exceeds the {KERNARG_ARENA}-byte arena")
         if self._kernargs is None:
-            self._kernargs = self._alloc(KERNARG_ARENA, UNCACHED_FLAGS | BASE_FLAGS)
+            self._kernargs = KernargArena(self._alloc(KERNARG_ARENA, UNCACHED_FLAGS | BASE_FLAGS))
         if self._kernarg_pos + nbytes > KERNARG_ARENA:
-            self.synchronize()
-            self._kernarg_pos = 0
-        off = self._kernarg_pos
+            self._next_kernarg_arena()
+        arena, off = self._kernargs, self._kernarg_pos
         self._kernarg_pos += nbytes
-        return self._kernargs.va + off, self._kernargs.view[off:off + nbytes]
+        if holder is not None:
+            arena.holders.add(holder)
+            if arena not in holder.kernarg_arenas:
+                holder.kernarg_arenas.append(arena)
+        return arena.buffer.va + off, arena.buffer.view[off:off + nbytes]
 
+    def _next_kernarg_arena(self) -> None:
+        """The arena is full: the kernargs go on in a retired arena that is free -- no live builder holds it (a
+        builder may submit again) and every submission of its kernels has completed (its fence) -- or in a new
+        one, without waiting. Waiting for every queue here (as this did) wedged a program whose submitted queues
+        wait for work it has not submitted yet: a copy waiting on the signal of the kernel being built waited
+        forever, after 1638 kernels (tests/audit.py's soak); and it reused an arena still holding the kernargs of
+        an unsubmitted builder. Past KERNARG_ARENAS arenas it waits for the oldest one's fence, or refuses when
+        live builders hold them all."""
+        self._retired_kernargs.append(self._kernargs)
+        free = next((a for a in self._retired_kernargs if a.free()), None)
+        if free is None and len(self._retired_kernargs) < KERNARG_ARENAS:
+            self._kernargs = KernargArena(self._alloc(KERNARG_ARENA, UNCACHED_FLAGS | BASE_FLAGS))
+        else:
+            if free is None:
+                free = next((a for a in self._retired_kernargs if not a.holders), None)
+                if free is None:
+                    self._kernargs = self._retired_kernargs.pop()  # unchanged: the refused call took nothing
+                    raise RuntimeError(f"{self.label}: {KERNARG_ARENAS} kernarg arenas of {KERNARG_ARENA} bytes are "
+                                       f"held by live queue builders (kept for resubmission?); drop some, or use "
+                                       f"a Schedule for work replayed many times")
+                for ring, seq in free.fence.items():
+                    self.wait_value(ring.progress, seq, f"kernarg arena free ({ring.engine} submission {seq})")
+            self._retired_kernargs.remove(free)
+            self._kernargs = free
+        self._kernarg_pos = 0
+
+    @exclusive
     def scratch_memory(self, nbytes: int) -> Buffer:
         """The device's scratch (private segment) backing, grown when a kernel needs more. Grow only after
         everything submitted has finished: running kernels may be using the old one."""
@@ -529,18 +585,21 @@ class Device:
             self._scratch = self._alloc(nbytes, K.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | BASE_FLAGS, cpu_map=False)
         return self._scratch
 
+    @exclusive
     def next_dispatch_id(self) -> int:
         self._dispatch_id += 1
         return self._dispatch_id
 
     # -- queues ------------------------------------------------------------------------------------
 
+    @exclusive
     def compute_queue(self, index: int = 0) -> ComputeQueue:
         """A PM4 command builder for hardware compute queue `index` (0 .. queue_count("compute") - 1). Each
         index is its own KFD queue (ring, doorbell, EOP and CWSR buffers), created at its first submission."""
         self._check_open()
         return ComputeQueue(self, self._queue_index("compute", index))
 
+    @exclusive
     def copy_queue(self, index: int = 0) -> CopyQueue:
         """An SDMA command builder for hardware copy queue `index`; queue i runs on SDMA engine
         i % num_sdma_engines, so consecutive indices spread over the engines."""
@@ -567,17 +626,22 @@ class Device:
         ring = self._rings.get((engine, index))
         return ring if ring is not None else self._create_ring(engine, index)
 
+    @exclusive
     def submit_packets(self, engine: str, packets: list[list[int]], signals: list[Signal] = (),
-                       released: list[tuple[Signal, int]] = (), index: int = 0) -> None:
+                       released: list[tuple[Signal, int]] = (), index: int = 0,
+                       kernargs: list["KernargArena"] = ()) -> None:
         """Write `packets` to the engine's ring and ring its doorbell. `signals` are the signals they name
         (their slots are not reused before this submission completed), `released` the (signal, value) they
-        set; `index` picks the engine's hardware queue. Refused: nothing changed."""
+        set, `kernargs` the arenas holding their kernels' arguments (likewise); `index` picks the engine's
+        hardware queue. Refused: nothing changed."""
         self._check_faults()
         ring = self.hardware_ring(engine, index)
         self.hdp_flush()  # CPU writes to VRAM (rings, kernargs, code, data) reach the GPU before it is told
         seq = ring.submit(submission_sync(engine, self.family, self.sdma_version) + list(packets))
         for sig in signals:
             sig.last_use[ring] = seq
+        for arena in kernargs:
+            arena.fence[ring] = seq
         for sig, value in released:
             if sig is self.timeline_signal:  # what synchronize waits for: only values really submitted
                 self._timeline_submitted = max(self._timeline_submitted, value)
@@ -655,6 +719,7 @@ class Device:
         check_signal_value(value, "wait value")
         self.wait_value(signal, value, f"signal 0x{signal.va:x} >= {value}", timeout_ms)
 
+    @exclusive
     def wait_value(self, signal: Signal, value: int, what: str, timeout_ms: int = 30_000) -> None:
         """Poll the signal, then sleep on KFD events; faults surface as DeviceFault, an emulated machine
         that can no longer progress as DeadlockError, real hardware running out of time as DeviceTimeout.
@@ -746,6 +811,7 @@ class Device:
         self.faults += new
         raise DeviceFault(new)
 
+    @exclusive
     def synchronize(self, timeout_ms: int = 30_000) -> None:
         """Wait until everything submitted so far has completed: the timeline and every queue's ring.
         After a queue faulted it raises DeviceFault with the original reports (what completes is unknown)."""
@@ -774,6 +840,7 @@ class Device:
             self._staging = [self._alloc(STAGING_CHUNK, UNCACHED_FLAGS | BASE_FLAGS) for _ in range(2)]
         return self._staging
 
+    @exclusive
     def copyin(self, buf: Buffer, data, offset: int = 0) -> None:
         """Host bytes -> device buffer, through host staging buffers and the copy queue, in chunks."""
         self._check_open()
@@ -796,6 +863,7 @@ class Device:
             inflight[k] = (sig, value)
         self.synchronize()
 
+    @exclusive
     def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0, out=None):
         """Device buffer -> host, through the staging buffers and the copy queue. Returns bytes, or fills and
         returns `out` (any writable buffer of at least `nbytes`) when given."""
@@ -826,6 +894,7 @@ class Device:
             dst[off:off + n] = stage.view[:n]
         return dst.tobytes() if out is None else out
 
+    @exclusive
     def transfer(self, dst: Buffer, src: Buffer, nbytes: int) -> tuple[Signal, int]:
         """Copy between devices with this device's SDMA engine (dst is peer-mapped here first).
         Returns the timeline (signal, value) that marks completion."""
@@ -843,6 +912,7 @@ class Device:
 
     # -- lifetime ----------------------------------------------------------------------------------
 
+    @exclusive
     def close(self) -> None:
         if self._closed:
             return

@@ -61,6 +61,7 @@ class HWQueue:
         self.signals: list[Signal] = []  # every signal a packet names: it may not be reused before they ran
         self.released: list[tuple[Signal, int]] = []  # (signal, value) the packets set
         self.buffers: list["Buffer"] = []  # every Buffer a packet names (checked again if submitted elsewhere)
+        self.kernarg_arenas: list = []  # the device's kernarg arenas its kernels' arguments are in
 
     def _add(self, dws: list[int]) -> "HWQueue":
         self.packets.append(dws)
@@ -97,7 +98,8 @@ class HWQueue:
                 buf.check_range(0, 0, f"{self.engine} queue submitted to {target.label}", on=target)
             for sig in self.signals:
                 check_usable_signal(sig, target, f"{self.engine} queue submitted to {target.label}")
-        target.submit_packets(self.engine, self.packets, self.signals, self.released, index=self.index)
+        target.submit_packets(self.engine, self.packets, self.signals, self.released, index=self.index,
+                              kernargs=self.kernarg_arenas)
 
     def disassemble(self) -> str:
         raise NotImplementedError
@@ -186,7 +188,7 @@ class ComputeQueue(HWQueue):
             raise ValueError(f"{k.name} uses a dynamic stack: its scratch size is unknown at dispatch")
         if k.private_segment_fixed_size:
             P.scratch_layout(k.private_segment_fixed_size, self._family)
-        va, view = self.device.kernarg_alloc(ka_size + extra)  # refuses an oversized segment before taking it
+        va, view = self.device.kernarg_alloc(ka_size + extra, self)  # refuses an oversized segment before taking it
         # -- nothing is refused from here on --
         self.buffers += buffers
         view[:] = staged
