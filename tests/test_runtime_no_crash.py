@@ -312,7 +312,8 @@ def test_kernels_keep_launching_while_a_submitted_queue_waits_for_the_next_one(m
         dev.close()
 
 
-def test_kernargs_of_kernels_still_waiting_are_never_reused(monkeypatch):
+@pytest.mark.parametrize("aql", [False, True], ids=["pm4", "aql"])
+def test_kernargs_of_kernels_still_waiting_are_never_reused(monkeypatch, aql):
     """Twenty kernels, each with its own buffer and factor, wait behind a host gate while their kernargs fill the
     (small) arena several times over: a full arena is reused only once its kernels ended, so every kernel still
     reads its own arguments when the gate opens."""
@@ -320,7 +321,7 @@ def test_kernargs_of_kernels_still_waiting_are_never_reused(monkeypatch):
     from hcqsim.compiler import compile_llvm
     from hcqsim.runtime import device as runtime_device
     monkeypatch.setattr(runtime_device, "KERNARG_ARENA", 2048)
-    dev = open_device("sim")
+    dev = open_device("sim", aql=aql)
     try:
         kernel = dev.load_program(compile_llvm(SCALE, dev.target), "scale")
         bufs = [dev.alloc(256) for _ in range(20)]
