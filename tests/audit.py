@@ -20,7 +20,11 @@ Surfaces:
 - misuse: every refusal of tests/test_runtime_refusals.py, state compared before and after;
 - close: systems closed while another thread polls their memory through raw pointers;
 - errnos: every row of tests/kfd_errnos.py (a bad request per kernel check, each citing the kfd_chardev.c /
-  kfd_events.c function): the errno Linux returns; the table line says how many of how many.
+  kfd_events.c function): the errno Linux returns; the table line says how many of how many;
+- soak: the long-run shape of the tinygrad wedge the audit saw (6 free-running GPUs, a thread each, every compute
+  and copy queue in turn, two kernels, a cross-queue wait, a local and a peer copy per round, every result
+  checked, waits bounded at 20 s, every queue idle and the GPU thread healthy at the end). It found the kernarg
+  arena wedge (Device._next_kernarg_arena).
 
 `tests/test_audit.py` runs the short profile in the default test command and the long one behind `-m slow`.
 """
