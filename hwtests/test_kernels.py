@@ -1,6 +1,7 @@
 """Real kernels through the whole path: LLVM IR -> code object -> load_program -> PM4 dispatch -> results,
 compared with numpy. On --device=sim the shader core executes the machine code."""
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -192,7 +193,8 @@ def test_shader_vm_fault_names_the_kernel_and_pc(device):
     with pytest.raises(DeviceFault) as info:
         device.synchronize()
     text = str(info.value)
-    assert "kernel at 0x" in text and "PC +0x" in text and "write of 4 bytes at 0x10000" in text
+    # two waves store at 0x10000 and 0x10080; which one faults first is a scheduler choice (wave order)
+    assert "kernel at 0x" in text and "PC +0x" in text and re.search(r"write of 4 bytes at 0x100[08]0\b", text)
 
 
 @pytest.mark.sim_only
