@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
+import random
 import zlib
 from dataclasses import dataclass, field
 
@@ -52,6 +54,7 @@ MAX_DEVICES = 3
 PRELUDE_QUEUE = 3  # copy queue index for in-flight timeline work: one the schedules here never use
 COPY_QUEUES = 3  # copy queues a fuzzed schedule may use (0 .. 2)
 MAX_CHOICES = 48
+MAX_SCALAR = 1000  # kernel scalars and parameter values are 0..MAX_SCALAR
 ALT = "'"  # "d0b1'" is the buffer a run may bind in place of d0b1
 
 # -- profiles ---------------------------------------------------------------------------------------------
@@ -108,22 +111,50 @@ def fuzz_settings(profile: str | None = None, **overrides) -> settings:
 # -- the interleaving policy --------------------------------------------------------------------------------
 
 
+class Interleaving(list):
+    """What `interleavings()` draws: the explicit choices, a list of `(ready index, budget)` made at the decisions
+    with two or more options, and `priority`: 0, or the seed of a random priority order over the activities (a
+    PCT-style schedule) that decides once the explicit choices ran out. Without it the first ready activity runs
+    until it blocks, the in-order default (what shrinking aims for)."""
+
+    def __init__(self, choices=(), priority: int = 0):
+        super().__init__(tuple(c) for c in choices)
+        self.priority = priority
+
+    def __eq__(self, other):
+        return list.__eq__(self, other) and self.priority == getattr(other, "priority", 0)
+
+    __hash__ = None
+
+    def __bool__(self) -> bool:  # empty only when it is the in-order default: no choices and no priority order
+        return bool(self.priority) or len(self) > 0
+
+    def __repr__(self) -> str:
+        return f"Interleaving({list(self)!r}, priority={self.priority})" if self.priority else list.__repr__(self)
+
+
 class Interleaver:
-    """A scheduler policy (pass it as `policy=` to open_device / EmulatedGPU) driven by a list of choices
-    `(which ready queue, how many packets)`; when the list runs out (or outside `using`), the first ready queue
-    runs until it blocks, as the default policy does. Every decision is recorded (`steps`), so a failure can
-    be told as queue/packet steps (`steps_text`)."""
+    """A scheduler policy (pass it as `policy=` to open_device / EmulatedGPU) driven by an `Interleaving` (or a plain
+    list of choices `(which ready activity, how many packets or issue steps)`); when the list runs out (or outside
+    `using`), the first ready activity runs until it blocks, as the default policy does, or, with a priority
+    seed, the ready activity of highest priority does; one that is still ready at the next decision (it used up a
+    quantum or its budget) drops to the lowest priority, so every activity progresses. With a priority seed the
+    dispatches' inside is chosen from it too (workgroup launch order, which PC issues next, a wave issuing ahead of
+    its workgroup) and so is which GPU steps first at a progress point. Every decision is recorded (`steps`), so a
+    failure can be told as queue/packet steps (`steps_text`)."""
 
     name = "interleaver"
 
     def __init__(self):
         self.choices: list[tuple[int, int]] = []
         self.pos = 0
-        # (queue, its packet count, its GPU's trace length, budget, choice index or -1, ready count) per
-        # decision, or ("host", text) for what the host did in between (note())
+        self.priority = 0
+        # (queue, its packet count, its GPU's trace length, budget, choice index (-1 default, -2 priority), ready
+        # count) per decision, or ("host", text) for what the host did in between (note())
         self.steps: list[tuple] = []
         self.queue_names: dict[tuple[int, int], str] = {}  # (GPU index, ring VA) -> the runtime's name
         self.recording = False  # only inside using()
+        self._start(0)  # the priority order's state: ranks, demotions, dispatch numbers
 
     host_turns = False  # True: a choice may also end the progress point (the host goes on while work runs)
 
@@ -142,12 +173,74 @@ class Interleaver:
                     self.steps.append(("host", f"took a turn [choice {self.pos - 1}: {len(ready)} ready]"))
                 return None, 0
             act, budget, which = ready[i], max(1, budget), self.pos - 1
+        elif self.priority and options > 1:
+            act = self._highest(ready)
+            if act is None:
+                if self.recording:
+                    self.steps.append(("host", f"took a turn [priority order: the host above {len(ready)} ready]"))
+                return None, 0
+            budget, which = 1 << 62, -2
         else:
             act, budget, which = ready[0], 1 << 62, -1
         if self.recording:
             q = _queue_of(act)
             self.steps.append((q, act, len(q.gpu.trace), budget, which, len(ready)))
         return act, budget
+
+    # -- the priority order (PCT): ranks from the seed, a demotion when an activity keeps the GPU busy -----------
+
+    def _highest(self, ready):
+        """The ready activity of highest priority, or None for the host when it ranks above them all (with
+        host_turns). The host gets at most `_patience` turns in a row: a driver entry it cannot tell from a wait
+        (a doorbell, the poll after it) ends with no GPU work, a host waiting in a loop still lets the GPUs go."""
+        last = self._last
+        if last is not None and last is not _queue_of(last) and any(a is last for a in ready):
+            # a dispatch that used up its quantum and is still running (it may spin on memory another activity
+            # writes): it drops below the others, as a quantum ending does in the default order (a PCT change point)
+            self._demoted[self._key(last)] = len(self._demoted) + 1
+        best = min(ready, key=self._rank)
+        if self.host_turns and self._host_streak < self._patience and self._rank("host") < self._rank(best):
+            self._host_streak += 1
+            self._last = None
+            return None
+        self._host_streak, self._last = 0, best
+        return best
+
+    def _key(self, act) -> tuple:
+        """An activity's name, the same in every run of the block: (GPU, queue) or (GPU, queue, the how-many-th
+        dispatch of the block it is); ("host",) for the host."""
+        if act == "host":
+            return ("host",)
+        q = _queue_of(act)
+        if act is q:
+            return q.gpu.index, q.name
+        seen = self._dispatches.setdefault(id(act), (act, len(self._dispatches)))  # act kept: ids stay unique
+        return q.gpu.index, q.name, seen[1]
+
+    def _rank(self, act) -> tuple[int, float]:
+        key = self._key(act)
+        rank = self._ranks.get(key)
+        if rank is None:  # a seeded draw per activity (string seeds hash the same in every process)
+            rank = self._ranks[key] = random.Random(f"{self.priority}/{key}").random()
+        return self._demoted.get(key, 0), rank
+
+    def _start(self, priority: int) -> None:
+        """Begin a block: reset the priority state; the dispatch-internal hooks exist only with a seed (the shader
+        core skips its per-step choice work when the policy has none)."""
+        self.priority, self._demoted, self._last, self._ranks, self._dispatches = priority, {}, None, {}, {}
+        self._host_streak, self._patience = 0, 0
+        hooks = ("workgroup_order", "choose_waves", "split_waves", "device_order")
+        for h in hooks:
+            self.__dict__.pop(h, None)
+        if priority:
+            # one generator per kind of choice: how often one is asked (more GPUs, more workgroups) does not move
+            # the others' draws
+            groups, waves, split, gpus = (random.Random(f"{priority}/{k}") for k in ("wg", "pc", "split", "gpu"))
+            self._patience = random.Random(f"{priority}/host").randint(1, 6)  # host turns in a row (_highest)
+            self.workgroup_order = lambda n: groups.sample(range(n), n) if 1 < n <= 4096 else None
+            self.choose_waves = lambda n_pcs: waves.randrange(n_pcs)
+            self.split_waves = lambda n: split.randrange(n) if split.random() < 0.125 else None
+            self.device_order = lambda n: gpus.sample(range(n), n)
 
     def note(self, text: str) -> None:
         """Record a host step between the GPU steps (what the host did, in the report's words)."""
@@ -165,6 +258,8 @@ class Interleaver:
         """Make the decisions of the block from `choices`. An exception leaving the block gets a note: the
         steps, the packet trace since the block began and a seed for `replay(seed, test)`."""
         self.choices, self.pos, self.steps, self.recording = [tuple(c) for c in choices], 0, [], True
+        self._start(getattr(choices, "priority", 0))
+        self._drawn = choices
         try:
             with unsliced_waits():
                 yield self
@@ -174,9 +269,10 @@ class Interleaver:
             raise
         finally:
             self.choices, self.pos, self.recording = [], 0, False
+            self._start(0)
 
     def _failure_note(self) -> str:
-        seed = encode_interleaving_seed(self.choices)
+        seed = encode_interleaving_seed(self._drawn)
         return "\n".join(["hcqsim interleaving of this failure (queue/packet steps):",
                           *("  " + ln for ln in self.steps_text().splitlines()),
                           "packet trace of the GPUs since the block began (last 60 lines each):",
@@ -250,6 +346,7 @@ def steps_text(snapshot) -> str:
             packets = [e[3][2].name for e in _trace_slice(trace, start, end) if e[2] == "packet" and e[1] == q.name]
             ran = ", ".join(packets) if packets else "nothing (blocked)"
         how = (f"choice {which}: queue {q.name} of {n_ready} ready, budget {budget}" if which >= 0
+               else f"priority order: highest of {n_ready} ready, to block" if which == -2
                else f"default: first of {n_ready} ready, to block")
         label = f"GPU {q.gpu.index} {names.get((q.gpu.index, q.ring_va), q.name)}"
         lines.append(f"{label} ran {ran}  [{how}]")
@@ -273,9 +370,20 @@ def trace_text(traces: dict[str, list[str]], limit: int | None = None) -> str:
 
 
 def interleavings(max_choices: int = MAX_CHOICES):
-    """Scheduling decisions: (ready-queue index 0..7, packet budget 1..24) pairs. Shrinks toward run-to-block
-    (no choices)."""
-    return st.lists(_CHOICE, max_size=max_choices).map(lambda xs: [(x // 24, x % 24 + 1) for x in xs])
+    """An `Interleaving`: a quarter explicit scheduling decisions (ready-activity index 0..7, budget 1..24) then the
+    in-order default, half a priority order only (a seed ranking the activities and the host; the inside of the
+    dispatches and which GPU steps first drawn from it too), a quarter both. Shrinks toward run-to-block (no
+    choices, no seed)."""
+    # the mode and seed first: hypothesis fills the tail of a novel example with its simplest values more often
+    return st.tuples(_window(0, 3), _window(1, U32), st.lists(_window(*_CHOICE), max_size=max_choices)).map(
+        _as_interleaving)
+
+
+def _as_interleaving(drawn) -> Interleaving:
+    mode, seed, xs = drawn
+    mode -= HISTORY_FREE_BASE  # 0: explicit choices, then in order; 1, 2: a priority order only; 3: both
+    choices = [((x - HISTORY_FREE_BASE) // 24, (x - HISTORY_FREE_BASE) % 24 + 1) for x in xs] if mode in (0, 3) else []
+    return Interleaving(choices, seed - HISTORY_FREE_BASE if mode else 0)
 
 
 # -- operation DAGs -----------------------------------------------------------------------------------------
@@ -349,31 +457,64 @@ def all_buffer_names(devices: int) -> list[str]:
     return [n + alt for n in buffer_names(devices) for alt in ("", ALT)]
 
 
-# Strategies made once (hypothesis validates a strategy object on first use: building new ones per draw cost
-# more than the schedule run); a choice among n things is an index taken modulo n, shrinking to the first.
-_INDEX = st.integers(0, 255)
-_JITTER = st.integers(0, 2)  # 0, +1, -1 bytes from a cut
-_WORD = st.integers(0, U32)
-_SCALAR = st.integers(0, 1000)
+# Integers independent of the process's history. Hypothesis (6.131 on) replaces about one integer or bytes draw in
+# twenty by a literal taken from the source of the *local* modules imported so far (not site-packages, not tests).
+# Which modules those are depends on what else ran in the process, so the same derandomized search drew other cases
+# and interleavings after the rest of the test suite than alone: mutants and races found alone were missed after it
+# (issue 16). Every draw here is made in a window of integers no source literal lies in (HISTORY_FREE_BASE and
+# up, tests/test_fuzz_history.py checks the loaded modules) and shifted back, so there is no literal hypothesis could
+# substitute: generation and shrinking (toward the window's start, so toward `lo`) are otherwise hypothesis' own.
+HISTORY_FREE_BASE = 0x5EED << 32  # 47 bits: above every literal of hcqsim, a few bytes per draw
+_HISTORY_FREE_SPAN = 1 << 40  # the widest range drawn
+
+
+@functools.lru_cache(maxsize=None)
+def _window(lo: int, hi: int):
+    if not 0 <= hi - lo < _HISTORY_FREE_SPAN:
+        raise ValueError(f"history-free integers span at most 2**40 values, not {lo}..{hi}")
+    return st.integers(HISTORY_FREE_BASE + lo, HISTORY_FREE_BASE + hi)
+
+
+def _int(draw, lo: int, hi: int) -> int:
+    """An integer in lo..hi, from the window (the composite strategies' draws)."""
+    return draw(_window(lo, hi)) - HISTORY_FREE_BASE
+
+
+def _unshift(v: int) -> int:
+    return v - HISTORY_FREE_BASE
+
+
+def integers(lo: int, hi: int):
+    """`st.integers(lo, hi)` whose examples do not depend on which modules the process imported before (see
+    HISTORY_FREE_BASE): use it for choices a derandomized search must make the same way in every test run."""
+    return _window(lo, hi).map(_unshift)
+
+
+def _bytes(draw, size: int) -> bytes:
+    """`size` bytes from one history-free draw (st.binary may be replaced by a bytes literal of the same length);
+    they shrink toward the bytes of seed 0."""
+    return random.Random(_int(draw, 0, U32)).randbytes(size)
+
+
+# a choice among n things is an index taken modulo n, shrinking to the first
 _COIN = st.booleans()
-_KEEP = st.integers(0, 7)  # 0: the operation is left out (what the shrinker aims for)
-_CUT = st.integers(1, BUFFER_BYTES - 1)
-_CHOICE = st.integers(0, 8 * 24 - 1)  # (ready-queue index 0..7, budget 1..24) as one number
+_KEEP = (0, 63)  # 0: the operation is left out (what the shrinker aims for)
+_CHOICE = (0, 8 * 24 - 1)  # (ready-queue index 0..7, budget 1..24) as one number
 
 
 def _pick(draw, items):
-    return items[draw(_INDEX) % len(items)]
+    return items[_int(draw, 0, 255) % len(items)]
 
 
 def _cuts(draw) -> list[int]:
     """Byte offsets ranges start and end near, shared by a case's ops, so partial overlaps (down to one byte)
     are common."""
-    return sorted({0, BUFFER_BYTES} | {draw(_CUT) for _ in range(draw(st.integers(0, 4)))})
+    return sorted({0, BUFFER_BYTES} | {_int(draw, 1, BUFFER_BYTES - 1) for _ in range(_int(draw, 0, 4))})
 
 
 def _range(draw, cuts: list[int], align: int, size: int | None = None) -> tuple[int, int]:
     """(offset, size) in a buffer: ends at or next to a cut (byte-granular when align is 1)."""
-    jitter = (lambda: (0, 1, -1)[draw(_JITTER)]) if align == 1 else (lambda: 0)
+    jitter = (lambda: (0, 1, -1)[_int(draw, 0, 2)]) if align == 1 else (lambda: 0)
     clamp = lambda v, lo, hi: max(lo, min(hi, v))  # noqa: E731
     if size is None:
         lo = clamp(_pick(draw, cuts[:-1]) + jitter(), 0, BUFFER_BYTES - align) // align * align
@@ -383,30 +524,48 @@ def _range(draw, cuts: list[int], align: int, size: int | None = None) -> tuple[
     return clamp(_pick(draw, cuts) + jitter(), 0, BUFFER_BYTES - size) // align * align, size
 
 
-def _op(draw, names: list[str], cuts: list[int], params: list[str], kernels: bool, host: bool):
+def _buffer(draw, names: list[str], recent: list[str]) -> str:
+    """A buffer: half the time one an earlier operation of the case used, so operations depend on each other (RAW,
+    WAR, WAW chains through several queues are what a compiler's wait rules get wrong)."""
+    near = [b for b in recent if b in names]
+    return _pick(draw, near) if near and draw(_COIN) else _pick(draw, names)
+
+
+def _op(draw, names: list[str], cuts: list[int], params: list[str], kernels: bool, host: bool,
+        recent: list[str] | None = None):
+    recent = [] if recent is None else recent
     kinds = ["fill", "copy"] + ["kernel"] * kernels + ["host_write"] * host
     kind = _pick(draw, kinds)
-    value = lambda strat: _pick(draw, params) if params and draw(_COIN) else draw(strat)  # noqa: E731
+    value = lambda hi: _pick(draw, params) if params and draw(_COIN) else _int(draw, 0, hi)  # noqa: E731
     if kind == "fill":
         off, size = _range(draw, cuts, 4)
-        return ("fill", _pick(draw, names), off, size, value(_WORD))
-    if kind == "copy":
+        op = ("fill", _buffer(draw, names, recent), off, size, value(U32))
+    elif kind == "copy":
         off, size = _range(draw, cuts, 1)
         soff, _ = _range(draw, cuts, 1, size)
-        dst, src = _pick(draw, names), _pick(draw, names)
+        dst, src = _buffer(draw, names, recent), _buffer(draw, names, recent)
         if dst == src and soff < off + size and off < soff + size:  # one copy's own ranges never overlap: the
             src = names[(names.index(dst) + 1) % len(names)]        # order within a copy is not its meaning
-        return ("copy", dst, off, src, soff, size)
-    if kind == "host_write":
+        op = ("copy", dst, off, src, soff, size)
+    elif kind == "host_write":
         off, size = _range(draw, cuts, 1)
-        return ("host_write", _pick(draw, names), off, list(draw(st.binary(min_size=size, max_size=size))))
-    name = _pick(draw, sorted(FUZZ_KERNELS))
-    bargs, nscalars = FUZZ_KERNELS[name]
-    n = _range(draw, cuts, 4)[1] // 4
-    device = _pick(draw, sorted({b[:2] for b in names}))  # a kernel's buffers on its own device
-    local = [b for b in names if b.startswith(device)]
-    args = [[_pick(draw, local), _range(draw, cuts, 4, 4 * n)[0]] for _ in bargs]
-    return ("kernel", name, args, [value(_SCALAR) for _ in range(nscalars)], n)
+        op = ("host_write", _buffer(draw, names, recent), off, list(_bytes(draw, size)))
+    else:
+        name = _pick(draw, sorted(FUZZ_KERNELS))
+        bargs, nscalars = FUZZ_KERNELS[name]
+        n = _range(draw, cuts, 4)[1] // 4
+        device = _buffer(draw, names, recent)[:2]  # a kernel's buffers on its own device
+        local = [b for b in names if b.startswith(device)]
+        args = [[_buffer(draw, local, recent), _range(draw, cuts, 4, 4 * n)[0]] for _ in bargs]
+        op = ("kernel", name, args, [value(MAX_SCALAR) for _ in range(nscalars)], n)
+    recent += _buffers_of(op)
+    return op
+
+
+def _buffers_of(op) -> list[str]:
+    if op[0] == "kernel":
+        return [b for b, _ in op[2]]
+    return [op[1], op[3]] if op[0] == "copy" else [op[1]]
 
 
 @st.composite
@@ -420,23 +579,27 @@ def schedules(draw, *, max_ops: int = 8, devices: int | None = None, kernels: bo
     cuts = _cuts(draw)
     params = []
     if replays:
-        params = [(f"p{i}", draw(_SCALAR)) for i in range(draw(st.integers(0, 2)))]
+        params = [(f"p{i}", _int(draw, 0, MAX_SCALAR)) for i in range(_int(draw, 0, 2))]
     pnames = [n for n, _ in params]
     # a count, then each operation behind a keep number (0 drops it: the shrinker deletes any one operation by
-    # lowering its number, not only the last ones by lowering the count); a list strategy would average ~3 of 8
-    drawn = [(draw(_KEEP), _op(draw, names, cuts, pnames, kernels, host)) for _ in range(draw(st.integers(min_ops, max_ops)))]
+    # lowering its number). The count is max_ops minus the drawn number: drawn up from min_ops (or hypothesis' list
+    # strategy) it averaged ~3 of 8, as hypothesis' generation keeps reusing small early choices; shrinking is the
+    # keep numbers' job, so the count need not shrink toward few
+    count = max_ops - _int(draw, 0, max_ops - min_ops)
+    recent: list[str] = []
+    drawn = [(_int(draw, *_KEEP), _op(draw, names, cuts, pnames, kernels, host, recent)) for _ in range(count)]
     ops = tuple(op for keep, op in drawn if keep or min_ops > 1) or (drawn[-1][1],)
-    batch_limit = (32, 1, 2)[draw(st.integers(0, 2))]
+    batch_limit = (32, 1, 2)[_int(draw, 0, 2)]
     pre = ()
     if prelude:
         # on any device's timeline, writing any device's memory (a peer copy or fill into another's buffer)
-        pre = tuple((draw(st.integers(0, ndev - 1)), _op(draw, names, cuts, [], False, False))
-                    for _ in range(draw(st.integers(0, ndev + 1))))
+        pre = tuple((_int(draw, 0, ndev - 1), _op(draw, names, cuts, [], False, False))
+                    for _ in range(_int(draw, 0, ndev + 1)))
     runs = (((), ()),)
     if replays:
-        runs = tuple((tuple(sorted({_pick(draw, names) for _ in range(draw(st.integers(0, 3)))})),
-                      tuple((n, draw(_SCALAR)) for n in pnames if draw(_COIN)))
-                     for _ in range(draw(st.integers(1, 3))))
+        runs = tuple((tuple(sorted({_buffer(draw, names, recent) for _ in range(_int(draw, 0, 3))})),
+                      tuple((n, _int(draw, 0, MAX_SCALAR)) for n in pnames if draw(_COIN)))
+                     for _ in range(_int(draw, 1, 3)))
     return FuzzCase(ndev, ops, pre, batch_limit, tuple(params), runs)
 
 
@@ -502,6 +665,7 @@ class RaceReport:
     target: str
     seed: str = ""
     recorded: tuple = ()  # (Interleaver.snapshot(), {GPU label: (gpu, trace entries)}), formatted on demand
+    priority: int = 0  # the interleaving's priority seed (0: run-to-block once the choices ran out)
 
     @property
     def steps(self) -> str:
@@ -547,7 +711,7 @@ class RaceReport:
         lines += ["interleaving (queue/packet steps):", *("  " + ln for ln in self.steps.splitlines()),
                   f"packet trace of the failing run (last {trace_lines} lines per GPU; report.trace has all):",
                   *("  " + ln for ln in trace_text(self.trace, trace_lines).splitlines()),
-                  f"choices: {self.choices}",
+                  f"choices: {self.choices}" + (f", priority seed {self.priority}" if self.priority else ""),
                   f"replay: hcqsim.strategies.replay({self.seed!r})"]
         return "\n".join(lines)
 
@@ -584,16 +748,20 @@ def _decode(seed: str) -> dict:
         raise ValueError(f"not an hcqsim replay seed: {seed[:40]!r}... ({e})") from None
 
 
-def encode_seed(case: FuzzCase, choices, mutations, target: str) -> str:
+def encode_seed(case: FuzzCase, choices, mutations, target: str, host_turns: bool = False,
+                machine: int | None = None) -> str:
     doc = {"kind": "schedule", "devices": case.devices, "ops": case.ops, "prelude": case.prelude,
            "batch_limit": case.batch_limit, "params": case.params, "runs": case.runs,
-           "choices": [list(c) for c in choices], "mutations": list(mutations), "target": target}
+           "choices": [list(c) for c in choices], "priority": getattr(choices, "priority", 0),
+           "mutations": list(mutations), "target": target, "host_turns": host_turns,
+           "machine": machine or case.devices}  # the GPUs of the machine it ran on (ready lists, GPU order)
     return _encode(doc)
 
 
 def encode_interleaving_seed(choices) -> str:
     """A seed for a user test's interleaving (`replay(seed, test)`)."""
-    return _encode({"kind": "interleaving", "choices": [list(c) for c in choices]})
+    return _encode({"kind": "interleaving", "choices": [list(c) for c in choices],
+                    "priority": getattr(choices, "priority", 0)})
 
 
 def decode_seed(seed: str) -> tuple[FuzzCase, list, tuple, str]:
@@ -606,18 +774,22 @@ def decode_seed(seed: str) -> tuple[FuzzCase, list, tuple, str]:
     runs = tuple((tuple(r), tuple(tuple(p) for p in ps)) for r, ps in doc.get("runs", [[[], []]]))
     case = FuzzCase(doc["devices"], tup(doc["ops"]), prelude, doc.get("batch_limit", 32),
                     tuple(tuple(p) for p in doc.get("params", ())), runs)
-    return case, [tuple(c) for c in doc["choices"]], tuple(doc["mutations"]), doc["target"]
+    return case, Interleaving(doc["choices"], doc.get("priority", 0)), tuple(doc["mutations"]), doc["target"]
 
 
 @dataclass
 class Fuzzer:
-    """Devices (opened once, with an Interleaver) and their buffers, reused by every example."""
+    """Devices (opened once, with an Interleaver) and their buffers, reused by every example. `host_turns`: the
+    interleavings may also let the host go on while GPU work is pending (launching the next run, host operations,
+    its waits), so host/GPU orders are explored too."""
 
     target: str = "gfx1100"
     devices: int = MAX_DEVICES
     policy: Interleaver = field(default_factory=Interleaver)
+    host_turns: bool = True
 
     def __post_init__(self):
+        self.policy.host_turns = self.host_turns
         from .runtime import open_devices
         self.devs = open_devices("sim", self.devices, target=self.target, policy=self.policy)
         self.gpus = self.devs[0].os.system.gpus
@@ -727,8 +899,20 @@ class Fuzzer:
                 compiled.run(buffers={n: self.bufs[n + ALT] for n in rebound}, params=dict(params))
                 self.runs += 1
                 self.ops += len(case.ops)
+        self._drain()
         self.schedules += 1
         return {n: self.bufs[n].view.tobytes() for n in all_buffer_names(case.devices)}, self.last_describe
+
+    def _drain(self) -> None:
+        """Let the GPUs finish what the case left running: a broken schedule's run may return before all of its
+        work is done (its finalizer believed it waited), and that work must land in this example's effects, not
+        in the next example's freshly initialised buffers (where it made failures that did not reproduce)."""
+        system = self.devs[0].os.system
+        with system.lock:
+            for _ in range(10_000):
+                system.driver.progress()
+                if system.driver.settled():
+                    return
 
     def check(self, case: FuzzCase, choices=(), mutations=()) -> None:
         """Raise RaceFound when the case's effects under `choices` differ from its sequential meaning."""
@@ -750,8 +934,8 @@ class Fuzzer:
     def _report(self, case, text, expected, seen, choices, mutations) -> RaceReport:
         recorded = (self.policy.snapshot(), {g.label: (g, list(g.trace)) for g in self.gpus[:case.devices]})
         report = RaceReport(case, text, expected, seen, [list(c) for c in choices], tuple(mutations), self.target,
-                            recorded=recorded)
-        report.seed = encode_seed(case, choices, mutations, self.target)
+                            recorded=recorded, priority=getattr(choices, "priority", 0))
+        report.seed = encode_seed(case, choices, mutations, self.target, self.policy.host_turns, self.devices)
         return report
 
     def _restart(self) -> None:
@@ -797,9 +981,9 @@ def replay(seed: str, test=None):
         if test is None:
             raise ValueError("this seed is a user test's interleaving: pass the test, replay(seed, test)")
         body = getattr(getattr(test, "hypothesis", None), "inner_test", test)
-        return body([tuple(c) for c in doc["choices"]])
+        return body(Interleaving(doc["choices"], doc.get("priority", 0)))
     case, choices, mutations, target = decode_seed(seed)
-    fz = Fuzzer(target, max(case.devices, 1))
+    fz = Fuzzer(target, max(doc.get("machine", case.devices), 1), host_turns=doc.get("host_turns", False))
     try:
         fz.check(case, choices, mutations)
     except RaceFound as e:

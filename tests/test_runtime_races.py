@@ -4,8 +4,9 @@
 Three bugs race queues released together by one host store; seven are written the usual way (submit in program
 order) and need host/GPU and cross-GPU interleaving: with the asynchronous-dispatch engine (issue 21) a choice
 may hand the host a turn (`Interleaver.host_turns`), so a doorbell's work can still be pending when the host
-reads, submits the next queue or waits; all ten are found when the module runs alone, eight of them also after
-the rest of the suite ran in the same process (the other two are non-strict xfails, see HISTORY_SENSITIVE).
+reads, submits the next queue or waits, and an interleaving's priority order ranks the host, every queue and
+every GPU. All ten are found wherever the module runs (alone, after the rest of the suite, under xdist): the
+search draws the same interleavings in every process history (tests/test_fuzz_history.py).
 """
 from __future__ import annotations
 
@@ -193,12 +194,7 @@ GATED = [gated_fill_then_copy, gated_overlapping_writers, gated_fill_racing_copy
 IN_ORDER = [copy_then_compute_read, host_reads_right_after_submit, signal_value_reused_across_rounds,
                gpu0_reads_a_peer_copy_from_gpu1, gpu1_reads_a_peer_copy_from_gpu0, waits_on_the_wrong_signal,
                waits_on_the_previous_timeline_value]
-# found when this module runs alone, missed after the full suite ran in the same process (deterministically; the
-# history effect tests/test_schedule_mutants.py notes): non-strict until that state is found
-HISTORY_SENSITIVE = pytest.mark.xfail(strict=False, reason=(
-    "found alone, missed after the full suite in the same process: emulator state outlives a closed system"))
-BUGS = [pytest.param(b, id=b.__name__, marks=[HISTORY_SENSITIVE] if b in (
-    signal_value_reused_across_rounds, gpu1_reads_a_peer_copy_from_gpu0) else []) for b in GATED + IN_ORDER]
+BUGS = [pytest.param(b, id=b.__name__) for b in GATED + IN_ORDER]
 
 
 @pytest.mark.parametrize("bug", BUGS)

@@ -1,12 +1,12 @@
 """The schedule fuzzer bites: every deliberately broken compiler rule (hcqsim.runtime.plan.MUTATIONS) is caught
 by the default (CI) profile within its examples, shrunk to a few operations, and its report replays.
 
-Each row says how small the shrunk case must be. Seven mutants are found by the search wherever the test runs.
-Two need a particular program of 3-5 operations over three queues (a deadlock through a signal lost at a submit
-split; knowledge learnt through a third queue) that the search does not draw within the default profile's 100
-examples: a hand-written program, searched over interleavings, shows the checker catches each. Two more
-(ignore_war, drop_cross_device_wait) are found when the test runs alone but not after the rest of the suite ran
-in the same process: non-strict xfails until the state that outlives a closed emulated system is found.
+Each row says how small the shrunk case must be. Ten mutants are found by the search wherever the test runs
+(alone, after the rest of the suite, under xdist: the search draws the same examples in every process history,
+tests/test_fuzz_history.py). One, knowledge_from_current_state, needs a particular 5-operation program over three
+queues (a queue learning, through a second queue, of a third queue's operation the second waited for only after
+the awaited point) that the search does not draw within the default profile's 100 examples: a strict xfail, and
+its hand-written program, searched over interleavings, shows the checker catches it.
 """
 from __future__ import annotations
 
@@ -31,17 +31,12 @@ MUTANTS = {
     "no_patch_on_rebind": 2,
     "no_param_patch": 2,
 }
-SEARCH_MISSES = {"knowledge_from_current_state", "batch_split_drops_signal"}
-# found when the test runs alone, not found after the rest of the suite ran in the same process (deterministically
-# so on this machine): the search is derandomized but some emulator state outlives a closed system and changes
-# the packet counts the choices cut at. Not strict until that is found (issue 16, open).
-HISTORY_SENSITIVE = pytest.mark.xfail(strict=False, reason=(
-    "found alone, missed after the full suite in the same process: emulator state outlives a closed system"))
-NOT_FOUND_BY_SEARCH = pytest.mark.xfail(strict=False, reason=(
-    "the random search does not draw the 3-5 operation program over three queues this mutant needs within the "
-    "default profile's 100 examples (found alone in some process histories); the hand-written case is caught"))
+SEARCH_MISSES = {"knowledge_from_current_state"}
+NOT_FOUND_BY_SEARCH = pytest.mark.xfail(strict=True, reason=(
+    "the random search does not draw the 5-operation program over three queues this mutant needs within the "
+    "default profile's 100 examples; the hand-written case is caught"))
 
-# the programs those two need, written by hand: (case, an interleaving that exposed it when written)
+# programs the mutants need, written by hand: (case, an interleaving that exposed it when written)
 HAND_WRITTEN = {
     # copy1 waits for compute0's #1 only; compute0 had meanwhile waited for copy0's fill #0. A compiler that takes
     # compute0's knowledge *now* (not at #1) believes copy1 is ordered after #0 and drops #4's wait: #4 reads
@@ -72,9 +67,7 @@ def fuzzer():
 
 
 def _marks(m):
-    if m in SEARCH_MISSES:
-        return [NOT_FOUND_BY_SEARCH]
-    return [HISTORY_SENSITIVE] if m in ("ignore_war", "drop_cross_device_wait") else []
+    return [NOT_FOUND_BY_SEARCH] if m in SEARCH_MISSES else []
 
 
 @pytest.mark.parametrize("mutation", [pytest.param(m, marks=_marks(m)) for m in sorted(MUTANTS)])
@@ -99,8 +92,7 @@ def test_a_broken_compiler_rule_is_caught_and_shrunk(fuzzer, mutation):
     check_report(report)
 
 
-@pytest.mark.parametrize("mutation", [pytest.param("batch_split_drops_signal"), pytest.param(
-    "knowledge_from_current_state", marks=HISTORY_SENSITIVE)])
+@pytest.mark.parametrize("mutation", sorted(HAND_WRITTEN))
 def test_the_mutants_the_search_misses_are_caught_on_their_program(fuzzer, mutation):
     """Given the program, the default profile's search over interleavings finds the mutant; the correct
     compiler stays clean under the same search."""

@@ -271,9 +271,12 @@ class KfdDriver:
         the host always gets control back."""
         limit = PROGRESS_WORK if work_limit is None else work_limit
         work = 0
+        # which GPU steps first is the policy's choice where it has one (`device_order(n) -> permutation`)
+        order = getattr(self.devices[0].gpu.policy, "device_order", None) if len(self.devices) > 1 else None
         while done is None or not done():
             executed = self.queues.poll_doorbells()
-            executed += sum(d.gpu.step(max(1, limit - work)) for d in self.devices)
+            devices = self.devices if order is None else [self.devices[i] for i in order(len(self.devices))]
+            executed += sum(d.gpu.step(max(1, limit - work)) for d in devices)
             work += executed
             if executed == 0 or work >= limit or self.settled():
                 return
