@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hypothesis import given  # noqa: E402
 
-from hcqsim.strategies import Fuzzer, fuzz_settings, interleavings, schedules  # noqa: E402
+from hcqsim.strategies import Fuzzer, RaceFound, fuzz_settings, interleavings, schedules  # noqa: E402
 
 
 def explore(fz: Fuzzer, examples: int, **shape) -> tuple[list, float]:
@@ -34,7 +34,10 @@ def explore(fz: Fuzzer, examples: int, **shape) -> tuple[list, float]:
         fz.check(case, choices)
 
     t0 = time.perf_counter()
-    prop()
+    try:
+        prop()
+    except Exception as e:  # a finding ends hypothesis' search: the rate is over the schedules run until then
+        print(f"finding: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
     return cases, time.perf_counter() - t0
 
 
@@ -49,7 +52,10 @@ def measure(fz: Fuzzer, label: str, examples: int, shape: dict) -> None:
     print(f"fuzz_ops_per_s[{label}]: {ops / dt:.0f}")
     t0 = time.perf_counter()
     for case, choices in cases:
-        fz.check(case, choices)
+        try:
+            fz.check(case, choices)
+        except RaceFound as e:  # a real finding (the search above raises it; here it is counted, not fatal)
+            print(f"finding[{label}]: {e.report.first_difference}; replay: {e.report.seed[:60]}...")
     dt = time.perf_counter() - t0
     print(f"check_schedules_per_s[{label}]: {len(cases) / dt:.1f}")
     print(f"check_ops_per_s[{label}]: {(fz.ops - ops0 - ops) / dt:.0f}  (load: {os.getloadavg()[0]:.1f})")
