@@ -14,7 +14,7 @@ TARGETS = ["gfx1100", "gfx942"]
 @pytest.fixture(params=TARGETS)
 def client(request):
     system = EmulatedSystem(target=request.param, free_running=True)
-    c = Client(system.os)
+    c = Client(system.os, hdp_flush=True)  # its kernel code and copy source are CPU stores into VRAM
     yield c
     c.close()
     system.close()
