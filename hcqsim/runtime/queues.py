@@ -27,6 +27,7 @@ Address = Union["Buffer", int]
 
 PM4_DMA_MAX = (1 << 26) - 1  # DMA_DATA BYTE_COUNT is 26 bits
 SDMA_COPY_MAX = 1 << 22  # 4 MiB: always legal on every SDMA generation (HARDWARE_FACTS 5.2)
+SDMA_RING_ALIGN = 32  # bytes: an SDMA INDIRECT ends on an 8-dword boundary of the ring (HARDWARE_FACTS 5.2)
 __all__ = ["ComputeQueue", "CopyQueue", "HardwareRing", "SIGNAL_VALUE_LIMIT", "SDMA_COPY_MAX", "PM4_DMA_MAX"]
 
 
@@ -381,7 +382,8 @@ class HardwareRing:
         (a seq that moved without its fence would make every later synchronize wait forever)."""
         seq = (self.seq + 1) % (1 << 32)
         data = [_pack(p) for p in packets + [self._progress_packet(seq)]]
-        need = sum(len(d) for d in data) + (0 if self.engine == "compute" else 4 * max(len(d) for d in data) // 4)
+        wrap = 0 if self.engine == "compute" else max(len(d) for d in data) + SDMA_RING_ALIGN  # _write's wrap pad
+        need = sum(len(d) for d in data) + wrap
         if need > self.ring_size:
             raise QueueError(f"{self.engine} submission of {need} bytes does not fit in the {self.ring_size}-byte "
                              f"ring of {self.device.label}")
@@ -408,10 +410,13 @@ class HardwareRing:
     def _write(self, chunk: bytes) -> None:
         start = self.put % self.ring_size
         if self.engine == "copy" and start + len(chunk) > self.ring_size:
-            pad = self.ring_size - start  # SDMA: never straddle the ring end; zero dwords are NOPs
-            ctypes.memset(self.ring_va + start, 0, pad)
-            self.put += pad
-            start = 0
+            # SDMA: never straddle the ring end (zero dwords are NOPs), and land at the same offset mod 32 as
+            # `put` was: an INDIRECT padded against `put` must still end on an 8-dword boundary (facts 5.2)
+            keep = start % SDMA_RING_ALIGN
+            ctypes.memset(self.ring_va + start, 0, self.ring_size - start)
+            ctypes.memset(self.ring_va, 0, keep)
+            self.put += self.ring_size - start + keep
+            start = keep
         first = min(len(chunk), self.ring_size - start)
         ctypes.memmove(self.ring_va + start, chunk, first)
         if first < len(chunk):
