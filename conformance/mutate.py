@@ -62,7 +62,8 @@ _CORE = "hcqsim/shader/core.py"
 
 CATALOGUE: list[Mutant] = [
     # -- PM4 command processor ---------------------------------------------------------------------------
-    Mutant("release_mem_value_plus_one", _CP, 'mem.write_u32(addr, v["data"])', 'mem.write_u32(addr, v["data"] + 1)',
+    Mutant("release_mem_value_plus_one", _CP, 'store(addr, 4, v["data"] & 0xFFFFFFFF)',
+           'store(addr, 4, (v["data"] + 1) & 0xFFFFFFFF)',
            "RELEASE_MEM DATA_SEL 1 writes value + 1"),
     Mutant("release_mem_64_low_half", _CP, 'value = v["data"] if data_sel == _DATA_64 else self.gpu.clock',
            'value = v["data"] & 0xFFFFFFFF if data_sel == _DATA_64 else self.gpu.clock',

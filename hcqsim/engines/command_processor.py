@@ -18,6 +18,7 @@ chunks (`queue.COPY_CHUNK`) other queues, kernels and the host may interleave wi
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 
 from .. import pm4
 from ..atomics import OP_NAMES as ATOMIC_OP_NAMES
@@ -276,17 +277,16 @@ class PM4Queue(EngineQueue):
     def _release(self, v: dict, data_sel: int, int_sel: int) -> None:
         """What a RELEASE_MEM does at end of pipe: the cache actions, the data write, then the interrupt."""
         mem = self.gpu.memory
-        if self.coherence is not None:
-            self._modelled_release(v, data_sel, int_sel)
-            return
+        store = self._modelled_release(v, data_sel, int_sel) if self.coherence is not None else \
+            (lambda addr, width, value: (mem.write_u32 if width == 4 else mem.write_u64)(addr, value))
         if data_sel == _DATA_32:
             addr = v["addr"] & ~3
-            mem.write_u32(addr, v["data"])
+            store(addr, 4, v["data"] & 0xFFFFFFFF)
             self.gpu.trace_write(self, addr, 4, v["data"] & 0xFFFFFFFF)
         elif data_sel == _DATA_64 or data_sel == _DATA_CLOCK:
             addr = v["addr"] & ~7
             value = v["data"] if data_sel == _DATA_64 else self.gpu.clock
-            mem.write_u64(addr, value)
+            store(addr, 8, value)
             self.gpu.trace_write(self, addr, 8, value)
         if int_sel in _INT_ALWAYS:
             self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
@@ -460,31 +460,16 @@ class PM4Queue(EngineQueue):
         (mem.write_l2 if to_l2 and policy != _BYPASS else mem.write)(addr, _pack(data))
         self.gpu.trace_write(self, addr, 4 * len(data), _join(data))
 
-    def _modelled_release(self, v: dict, data_sel: int, int_sel: int) -> None:
+    def _modelled_release(self, v: dict, data_sel: int, int_sel: int) -> Callable[[int, int, int], None]:
         """RELEASE_MEM at end of pipe with the cache model on: the cache actions first, then (report mode) what this
-        queue's work left dirty is named, then the data write (DST_SEL TC_L2 without BYPASS stays in GL2)."""
+        queue's work left dirty is named; returns how the data write stores (DST_SEL TC_L2 without BYPASS stays in
+        GL2)."""
         model, mem = self.coherence, self.gpu.memory
         model.perform(gcr.release(v, self.family))
         if data_sel in (_DATA_32, _DATA_64) or int_sel in _INT_ALWAYS:
             model.released(self, v["where"])
         write = mem.write_l2 if v["dst_sel"] == _RELEASE_TO_L2 and v.get("cache_policy", 0) != _BYPASS else mem.write
-        if data_sel == _DATA_32:
-            addr = v["addr"] & ~3
-            write(addr, (v["data"] & 0xFFFFFFFF).to_bytes(4, "little"))
-            self.gpu.trace_write(self, addr, 4, v["data"] & 0xFFFFFFFF)
-        elif data_sel == _DATA_64 or data_sel == _DATA_CLOCK:
-            addr = v["addr"] & ~7
-            value = v["data"] if data_sel == _DATA_64 else self.gpu.clock
-            write(addr, (value & (1 << 64) - 1).to_bytes(8, "little"))
-            self.gpu.trace_write(self, addr, 8, value)
-        if int_sel in _INT_ALWAYS:
-            self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
-        elif int_sel in _INT_IF_EQ:
-            width = _INT_IF_EQ[int_sel]
-            addr = v["addr"] & ~(width - 1)
-            cur = mem.read_u32(addr) if width == 4 else mem.read_u64(addr)
-            if cur == v["data"] & ((1 << 8 * width) - 1):
-                self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
+        return lambda addr, width, value: write(addr, (value & (1 << 8 * width) - 1).to_bytes(width, "little"))
 
     # -- registers ---------------------------------------------------------------------------------
 
