@@ -94,40 +94,34 @@ store:
 }}
 """
 
-ATOMIC_COUNT = f"""{_DECLS}
-define amdgpu_kernel void @atomic_count(ptr addrspace(1) %counter, ptr addrspace(1) %out, i32 %n) {{
+def _guarded_1d(name: str, params: str, body: str) -> str:
+    """A one-dimensional kernel whose work-items with global id %gx < %n run `body` (which may use %gx)."""
+    return f"""{_DECLS}
+define amdgpu_kernel void @{name}({params}, i32 %n) {{
 entry:
   %hid = call ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
 {_gid("x", 0)}
   %in = icmp ult i32 %gx, %n
   br i1 %in, label %body, label %done
 body:
-  %old = atomicrmw add ptr addrspace(1) %counter, i32 1 syncscope("agent") monotonic, align 4
-  %po = getelementptr i32, ptr addrspace(1) %out, i32 %gx
-  store i32 %old, ptr addrspace(1) %po
+{body}
   br label %done
 done:
   ret void
 }}
 """
 
-ATOMIC_ADD_EACH = f"""{_DECLS}
-define amdgpu_kernel void @atomic_add_each(ptr addrspace(1) %x, ptr addrspace(1) %out, i32 %n) {{
-entry:
-  %hid = call ptr addrspace(4) @llvm.amdgcn.implicitarg.ptr()
-{_gid("x", 0)}
-  %in = icmp ult i32 %gx, %n
-  br i1 %in, label %body, label %done
-body:
+
+ATOMIC_COUNT = _guarded_1d("atomic_count", "ptr addrspace(1) %counter, ptr addrspace(1) %out", """\
+  %old = atomicrmw add ptr addrspace(1) %counter, i32 1 syncscope("agent") monotonic, align 4
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %gx
+  store i32 %old, ptr addrspace(1) %po""")
+
+ATOMIC_ADD_EACH = _guarded_1d("atomic_add_each", "ptr addrspace(1) %x, ptr addrspace(1) %out", """\
   %px = getelementptr i32, ptr addrspace(1) %x, i32 %gx
   %old = atomicrmw add ptr addrspace(1) %px, i32 %gx syncscope("agent") monotonic, align 4
   %po = getelementptr i32, ptr addrspace(1) %out, i32 %gx
-  store i32 %old, ptr addrspace(1) %po
-  br label %done
-done:
-  ret void
-}}
-"""
+  store i32 %old, ptr addrspace(1) %po""")
 
 # name -> (LLVM IR module, the sentence conformance/reference.py implements)
 KERNELS: dict[str, tuple[str, str]] = {
