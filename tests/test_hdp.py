@@ -212,6 +212,21 @@ def test_a_gpu_write_over_an_unflushed_host_store_wins(machine):
     assert h.vram.pending_pages == 0
 
 
+@pytest.mark.parametrize("engine", ["sdma", "cp"])
+def test_a_gpu_write_of_the_old_bytes_over_an_unflushed_host_store_wins_too(machine, engine):
+    # the GPU writes zeros where it last saw zeros: a write found only by comparing would be missed, and the
+    # host's store put back over it once the run ends
+    h = machine("adversarial")
+    buf, zeros = h.buffer(VRAM), h.buffer(GTT)
+    ctypes.memmove(buf.va, b"\x11" * 16, 16)  # host store, not flushed
+    if engine == "sdma":
+        h.run_sdma(sdma_copy(buf.va, zeros.va, 16))
+    else:
+        h.cp_copy_dwords(buf, zeros, 16)
+    assert read(buf, 16) == bytes(16)
+    assert h.vram.pending_pages == 0
+
+
 @pytest.mark.parametrize("flush", [False, True])
 def test_a_cp_wait_on_a_vram_flag_the_host_set_passes_only_after_a_flush(machine, flush):
     h = machine("adversarial")
@@ -277,6 +292,22 @@ def test_a_peer_gpus_write_into_host_mapped_vram_is_not_taken_for_a_host_store(t
         h.run_sdma(sdma_copy(dst.va, peer.va, len(DATA)))
         assert read(dst) == DATA
         assert h.vram.pending_pages == 0
+    finally:
+        h.close()
+
+
+def test_a_peer_copy_into_host_written_vram_of_another_gpu_lands_whole(target):
+    """conformance peer_copy_push: GPU 1's VRAM holds unflushed host stores (GPU 1's HDP), GPU 0's SDMA copies
+    words with zero bytes over part of it; the host then reads the copy where it wrote, its own stores elsewhere
+    (a GPU write cancels the host store it overwrites). Was: the copy's bytes equal to the hidden zeros were
+    taken for untouched and the host's bytes came back (b1[25] = a0[25] instead of a0[0])."""
+    h = Host(target, "adversarial", gpus=2)
+    try:
+        words = bytes(b for i in range(250) for b in (0x01000000 + i).to_bytes(4, "little"))
+        peer, src = peer_vram(h), h.buffer(GTT, words)
+        ctypes.memmove(peer.va, DATA[:PAGE], PAGE)  # host stores into GPU 1's VRAM, not flushed
+        h.run_sdma(sdma_copy(peer.va + 100, src.va, len(words)))
+        assert read(peer, PAGE) == DATA[:100] + words + DATA[100 + len(words):PAGE]
     finally:
         h.close()
 

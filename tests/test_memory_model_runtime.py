@@ -185,8 +185,7 @@ def test_the_runtime_pattern_is_right_under_every_explored_schedule(pattern, tar
 # -- the runtime's bigger users: conformance scenarios and fuzzed compiled schedules -------------------------------
 
 # (scenario, model) -> why it is expected to fail: a model bug, not the scenario's (/work/team notes, item 8)
-CONFORMANCE_KNOWN = {("peer_copy_push", "adversarial"): "a peer SDMA copy into another GPU's host-written VRAM gets "
-                     "one wrong word under adversarial (no record in report): the model's, reported"}
+CONFORMANCE_KNOWN: dict = {}  # (peer_copy_push under adversarial was one: fixed in the HDP, tests/test_hdp.py)
 
 
 # the default run takes a diagonal (about 30 s each); -m slow the other two

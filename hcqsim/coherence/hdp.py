@@ -324,14 +324,18 @@ class HostMappedVram:
                     self._substitute(r, page, p, addr, data)
 
     def dram_written(self, addr: int, size: int) -> None:
-        """A GPU write reached DRAM (the cache model's write hook): outside a run it is what the GPU saw from now on
-        (inside one, `after_run` takes every change in)."""
-        if self._depth or not self.ranges:
+        """A GPU write reached DRAM (the cache model's write hook): what the GPU saw from now on, and it cancels the
+        unflushed host stores it overwrote. Inside a run only pages with pending stores need it (`after_run`
+        copies every other page whole); there it is needed, because `after_run` finds GPU writes by comparing
+        with what the GPU saw, and a GPU write of the byte the GPU already saw compares equal (a peer's copy of
+        a word with a zero byte into hidden zeros: the host's store came back over it)."""
+        if not self.ranges or (self._depth and not self.pending_pages):
             return
-        r = self._range_at(addr)
-        if r is not None:
-            r.gpu_wrote(addr, min(addr + size, r.hi))
-            self._count()
+        hi = addr + size
+        for r in self._overlapping(addr, hi):
+            if r.pending or not self._depth:
+                r.gpu_wrote(max(addr, r.lo), min(hi, r.hi))
+        self._count()
 
     def _substitute(self, r: HostRange, page: int, p: "_Pending", addr: int, data: np.ndarray) -> None:
         base = r.lo + page * PAGE_SIZE
