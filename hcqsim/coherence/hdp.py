@@ -18,7 +18,8 @@ Each flush is a trace entry of its own (`hdp_flush`, on the queue that flushed o
 
 * `coherent`: nothing is tracked (today's behaviour and speed); flushes are still traced.
 * `report`: a GPU read of bytes with an unflushed host store is reported (the cache model's DRAM read hook:
-  `attach`); values are the coherent ones.
+  `attach`); values are the coherent ones. A queue's poll is named by its waiting packet (`poller`), kernel code by
+  the dispatch fetching it (`launch_fetch` and shader.cached's instruction fetch).
 * `adversarial`: while the GPUs run, the unflushed host stores are really hidden (the DRAM holds the bytes the GPU
   last saw; the host's bytes are put back when control returns to the host). The HDP drains a page by itself only
   where the scheduler policy says so (`drain_choices`): never under the deterministic default, so a doorbell rung
@@ -346,14 +347,26 @@ class HostMappedVram:
 
     def _report(self, gpu, r: HostRange, page: int, p: "_Pending", addr: int, size: int, reader: str) -> None:
         """One record per page and reader: the bytes of the read the CPU stored since the last HDP flush."""
+        poll = poller(gpu)
+        launch = None if poll else launch_fetch(gpu, addr)
+        reader = poll or launch or reader
         if reader in p.readers:
             return
-        p.readers.add(reader)
+        if launch is None:  # (the launch look reads 4 bytes: the waves' fetch then widens the same record)
+            p.readers.add(reader)
         base = r.lo + page * PAGE_SIZE
         a, b = max(addr, base) - base, min(addr + size, base + PAGE_SIZE) - base
         idx = a + np.flatnonzero(p.stored[a:b])
         detail = (f"the CPU stored these bytes since the last HDP flush of {r.hdp.gpu_label}, and GPU engines read "
                   f"VRAM around the HDP (facts 6.4); any one of these makes them visible: " + "; ".join(FIXES))
+        if " instruction fetch at " in reader:
+            detail += (". These bytes are kernel code: the dispatch's waves fetch them (through the instruction "
+                       "cache, from VRAM) around the HDP, so code the CPU wrote needs the flush before the dispatch "
+                       "as data does")
+        if poll is not None:
+            detail += (". This read is a wait's poll: it compared the host's unflushed value here, but the GPU need "
+                       "not see that value before an HDP flush, which nothing ahead of the wait does (on hardware it "
+                       "may poll the old value forever: adversarial mode deadlocks here)")
         if r.hdp.register_flush_since:
             detail += (". The MMIO-remap page was written at offset 4 (HDP_REG_FLUSH_CNTL): that flushes the register "
                        "path, not the memory writes")
@@ -361,6 +374,41 @@ class HostMappedVram:
         gpu.add_memory_report(MemoryReport(KIND, base + int(idx[0]), int(idx[-1] - idx[0]) + 1,
                                            f"the host (CPU store through the BAR into {r.label})", reader, MISSING,
                                            level="HDP", detail=detail))
+
+
+def poller(gpu) -> str | None:
+    """The waiting packet whose poll the current GPU read is, named for a report (None: not a poll). A queue that
+    waits (WAIT_REG_MEM, POLL_REGMEM, an AQL barrier, a compare-swap retry) reads nothing but its wait's memory."""
+    model = gpu.coherence
+    q = model.agent if model is not None else None
+    wait = getattr(q, "wait", None) if getattr(q, "kind", "") == "queue" else None
+    if wait is None:
+        return None
+    where = ""
+    if wait.ring_offset is not None:
+        stream = q.stack[-1] if getattr(q, "stack", None) else None
+        place = "ring" if stream is None or stream.is_ring else f"IB at 0x{gpu.canonical(stream.base):x}"
+        where = f" at {place}+0x{wait.ring_offset:x}"
+    polled = f", polling 0x{gpu.canonical(wait.address):x}" if wait.address is not None else ""
+    packet = (wait.packet or "a wait").split()[0]
+    return f"queue {q.name}: {packet}{where}{polled} until {wait.awaited()}"
+
+
+def launch_fetch(gpu, addr: int) -> str | None:
+    """The shader core's look at a kernel's first instruction as its queue launches it (an empty kernel's waves only
+    end; shader.core) stands for the first wave's instruction fetch: named as that fetch is (shader.cached), so both
+    make one record. None when the read is not that look."""
+    model = gpu.coherence
+    q = model.agent if model is not None else None
+    if getattr(q, "kind", "") != "queue" or not gpu.trace:
+        return None
+    entry = gpu.trace[-1]  # the launch's trace entry comes right before the look (shader.core.launch)
+    if entry[1] != q.name or entry[2] != "dispatch" or not isinstance(entry[3], str):
+        return None
+    kernel = entry[3].partition(":")[0]
+    if kernel != f"kernel at 0x{gpu.canonical(addr):x}":
+        return None
+    return f"{q.name} dispatch {q.launched} ({kernel}) instruction fetch at 0x{addr:x}"
 
 
 def drain_choices(policy, rng: random.Random, n: int) -> list[bool]:
