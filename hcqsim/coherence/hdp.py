@@ -32,9 +32,9 @@ Weaker readings, where the emulator cannot see more (docs/memory_model.md, "HDP"
 * A GPU write to a byte with an unflushed host store cancels that store (as if the host store had landed first).
 * Free-running systems (host threads run while the GPUs do): adversarial does not hide bytes (the host would read
   its own stores back stale), and host stores racing an engine step count as seen by the GPU.
-* The HDP 4.x read cache (gfx9/gfx942) is not modelled: CPU loads cannot be intercepted either, and the facts
-  name no user-space invalidate (amdgpu invalidates it in the kernel); GPU writes become CPU-visible once they
-  left GL2 (the cache model's business).
+* The HDP read cache (HDP 4.x/5.0, gfx942's HDP 4.4.2; none on gfx1100's HDP 6.0) is not modelled: CPU loads cannot
+  be intercepted, and only the kernel invalidates it (docs/memory_model.md, "HDP", has the sources and the why); GPU
+  writes become CPU-visible once they left GL2 (the cache model's business).
 """
 from __future__ import annotations
 
