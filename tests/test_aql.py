@@ -252,6 +252,7 @@ def test_a_plain_store_of_doorbell_index_0_is_noticed_through_the_write_dispatch
     ctypes.memmove(ring.ring_va + 4, packet[4:], 60)
     ctypes.c_uint32.from_address(ring.ring_va).value = struct.unpack_from("<I", packet)[0]
     ctypes.c_uint64.from_address(ring.wptr_va).value = 1
+    dev.hdp_flush()  # the IB is CPU stores into VRAM: out of the HDP before the GPU reads it (facts 6.4)
     ctypes.c_uint64.from_address(ring.doorbell).value = 0  # a plain store, not os.ring_doorbell
     done.wait(1)
 
