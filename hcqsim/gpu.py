@@ -115,7 +115,8 @@ class Allocation:
 # others; None, or no hook, issues them all together in wave order). Waves of one workgroup (and of different
 # workgroups) thus reach memory in any order a policy picks. For the adversarial memory model,
 # `evict_lines(n_lines) -> indexes` (cache lines that leave early at a progress point; without it lines stay until a
-# cache operation) and `choose_cu(n_cus) -> index` (the CU a dispatch runs on; without it CU 0), docs/memory_model.md.
+# cache operation), `choose_cu(n_cus) -> index` and `choose_xcc(n_xcc) -> index` (asked per workgroup: the CU and
+# the XCC it runs on; without them the model's deterministic default placement), docs/memory_model.md.
 
 
 class RunToBlock:
@@ -173,8 +174,12 @@ class SeededRandom:
         return self.rng.randrange(n_waves) if self.rng.random() < self.split_chance else None
 
     def choose_cu(self, n_cus: int) -> int:
-        """Memory model only: the CU (of the modelled ones) a dispatch runs on."""
+        """Memory model only: the CU (of the modelled ones per XCC) a workgroup runs on."""
         return self.rng.randrange(n_cus)
+
+    def choose_xcc(self, n_xcc: int) -> int:
+        """Memory model only, several XCCs (gfx942): the XCC (and so the L2) a workgroup runs on."""
+        return self.rng.randrange(n_xcc)
 
     def evict_lines(self, n_lines: int) -> list[int]:
         """Adversarial memory model only (called at each progress point): now and then a few cache lines leave
@@ -196,7 +201,8 @@ class ExplicitChoices:
     def __init__(self, pick: Callable[[int], tuple[int, int]], *, waves: Callable[[int], int] | None = None,
                  workgroups: Callable[[int], list[int] | None] | None = None,
                  split: Callable[[int], int | None] | None = None,
-                 evictions: Callable[[int], list[int]] | None = None, cus: Callable[[int], int] | None = None):
+                 evictions: Callable[[int], list[int]] | None = None, cus: Callable[[int], int] | None = None,
+                 xccs: Callable[[int], int] | None = None):
         self.pick = pick
         if waves is not None:
             self.choose_waves = waves
@@ -204,8 +210,10 @@ class ExplicitChoices:
             self.split_waves = split
         if evictions is not None:  # adversarial memory model: which of n cache lines leave at a progress point
             self.evict_lines = evictions
-        if cus is not None:  # memory model: which of n CUs (per-CU vector, scalar, instruction caches) a dispatch uses
+        if cus is not None:  # memory model: which of n CUs (per-CU vector, scalar, instruction caches) a workgroup uses
             self.choose_cu = cus
+        if xccs is not None:  # memory model: which of n XCCs (an L2 each, gfx942) a workgroup uses
+            self.choose_xcc = xccs
         if workgroups is not None:
             self.workgroup_order = workgroups
 

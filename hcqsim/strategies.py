@@ -140,7 +140,8 @@ class Interleaver:
     seed, the ready activity of highest priority does; one that is still ready at the next decision (it used up a
     quantum or its budget) drops to the lowest priority, so every activity progresses. With a priority seed the
     dispatches' inside is chosen from it too (workgroup launch order, which PC issues next, a wave issuing ahead of
-    its workgroup) and so is which GPU steps first at a progress point. Every decision is recorded (`steps`), so a
+    its workgroup, the CU and XCC each workgroup runs on under a memory model) and so is which GPU steps first at a
+    progress point. Every decision is recorded (`steps`), so a
     failure can be told as queue/packet steps (`steps_text`)."""
 
     name = "interleaver"
@@ -229,7 +230,7 @@ class Interleaver:
         core skips its per-step choice work when the policy has none)."""
         self.priority, self._demoted, self._last, self._ranks, self._dispatches = priority, {}, None, {}, {}
         self._host_streak, self._patience = 0, 0
-        hooks = ("workgroup_order", "choose_waves", "split_waves", "device_order")
+        hooks = ("workgroup_order", "choose_waves", "split_waves", "device_order", "choose_cu", "choose_xcc")
         for h in hooks:
             self.__dict__.pop(h, None)
         if priority:
@@ -241,6 +242,9 @@ class Interleaver:
             self.choose_waves = lambda n_pcs: waves.randrange(n_pcs)
             self.split_waves = lambda n: split.randrange(n) if split.random() < 0.125 else None
             self.device_order = lambda n: gpus.sample(range(n), n)
+            place = random.Random(f"{priority}/place")  # memory model: the CU and XCC each workgroup runs on
+            self.choose_cu = lambda n: place.randrange(n)
+            self.choose_xcc = lambda n: place.randrange(n)
 
     def note(self, text: str) -> None:
         """Record a host step between the GPU steps (what the host did, in the report's words)."""

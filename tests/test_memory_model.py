@@ -136,13 +136,15 @@ def _outcome(target, model, stream) -> tuple[int, list]:
         gpu.close()
 
 
-def _check(target, stream_with, stream_without, good: int, old: int, missing: str):
+def _check(target, stream, good: int, old: int, missing: str):
+    """`stream(..., on=True)` (the operation present) is right and clean in both models; without it adversarial
+    reads `old` and report names `missing`."""
     for model in ("report", "adversarial"):
-        value, records = _outcome(target, model, stream_with)
+        value, records = _outcome(target, model, functools.partial(stream, on=True))
         assert (value, records) == (good, []), (model, [str(r) for r in records])
-    value, records = _outcome(target, "adversarial", stream_without)
+    value, records = _outcome(target, "adversarial", stream)
     assert value == old
-    value, records = _outcome(target, "report", stream_without)
+    value, records = _outcome(target, "report", stream)
     assert value == good and records and missing in {r.missing for r in records}, [str(r) for r in records]
     return records
 
@@ -165,12 +167,10 @@ WRITE_BACK_FORMS = {
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
 @pytest.mark.parametrize("form", WRITE_BACK_FORMS)
 def test_a_cp_write_into_gl2_reaches_vram_only_when_written_back(target, form):
-    def stream(on):
-        def run(gpu, vram, gtt, q):
-            q.submit(pm4.write_data(vram.va, [NEW], dst_sel=2) + WRITE_BACK_FORMS[form](target, gtt.va, on))
-            return vram.va
-        return run
-    (record,) = _check(target, stream(True), stream(False), NEW, 0, WB_NAME[target])
+    def stream(gpu, vram, gtt, q, on=False):
+        q.submit(pm4.write_data(vram.va, [NEW], dst_sel=2) + WRITE_BACK_FORMS[form](target, gtt.va, on))
+        return vram.va
+    (record,) = _check(target, stream, NEW, 0, WB_NAME[target])
     assert record.kind == "not written back" and "WRITE_DATA at ring+0x0" in record.writer
     assert "RELEASE_MEM" in record.reader and (record.address, record.size) == (record.address, 4)
 
@@ -210,16 +210,14 @@ L2_INV_FORMS = {
 @pytest.mark.parametrize("form", L2_INV_FORMS)
 def test_a_gl2_line_goes_stale_when_memory_changes_behind_it(target, form):
     """A clean GL2 copy of VRAM, then the host writes memory: the CP reads the old copy until GL2 is invalidated."""
-    def stream(on):
-        def run(gpu, vram, gtt, q):
-            q.submit(pm4.write_data(vram.va, [OLD], dst_sel=2) + _release(target, gtt.va, **WB[target]))
-            gpu.run()
-            vram.u32()[0] = NEW  # behind GL2's back (no HDP in the direct API: host pages are memory)
-            q.submit((L2_INV_FORMS[form](target, gtt) if on else []) +
-                     pm4.copy_data(vram.va, gtt.va + 8, src_sel=2, dst_sel=5))
-            return gtt.va + 8
-        return run
-    (record,) = _check(target, stream(True), stream(False), NEW, OLD, L2_INV_NAME[target])
+    def stream(gpu, vram, gtt, q, on=False):
+        q.submit(pm4.write_data(vram.va, [OLD], dst_sel=2) + _release(target, gtt.va, **WB[target]))
+        gpu.run()
+        vram.u32()[0] = NEW  # behind GL2's back (no HDP in the direct API: host pages are memory)
+        q.submit((L2_INV_FORMS[form](target, gtt) if on else []) +
+                 pm4.copy_data(vram.va, gtt.va + 8, src_sel=2, dst_sel=5))
+        return gtt.va + 8
+    (record,) = _check(target, stream, NEW, OLD, L2_INV_NAME[target])
     assert record.kind == "stale line" and record.writer.startswith("the host")
 
 
@@ -231,39 +229,35 @@ def _sdma_version(target):
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
 def test_sdma_reads_dirty_gl2_data_on_gfx11_and_memory_around_it_on_gfx942(target):
-    def stream(on):
-        def run(gpu, vram, gtt, q):
-            q.submit(pm4.write_data(vram.va, [NEW], dst_sel=2) + (pm4.acquire_mem(FAMILY[target], **WB[target])
-                                                                   if on else []))
-            gpu.run()
-            gpu.sdma_queue().submit(sdma.copy_linear(gtt.va, vram.va, 4, _sdma_version(target)))
-            return gtt.va
-        return run
+    def stream(gpu, vram, gtt, q, on=False):
+        q.submit(pm4.write_data(vram.va, [NEW], dst_sel=2) + (pm4.acquire_mem(FAMILY[target], **WB[target])
+                                                               if on else []))
+        gpu.run()
+        gpu.sdma_queue().submit(sdma.copy_linear(gtt.va, vram.va, 4, _sdma_version(target)))
+        return gtt.va
     if target == "gfx1100":  # SDMA 6 is a GL2 client: the copy sees the dirty line
         for model in ("report", "adversarial"):
-            assert _outcome(target, model, stream(False)) == (NEW, [])
+            assert _outcome(target, model, stream) == (NEW, [])
         return
-    (record,) = _check(target, stream(True), stream(False), NEW, 0, "TC_WB")
+    (record,) = _check(target, stream, NEW, 0, "TC_WB")
     assert record.kind == "not written back" and record.reader.startswith("queue sdma_0")
 
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
 def test_an_sdma_write_leaves_gl2_stale_only_on_gfx942(target):
-    def stream(on):
-        def run(gpu, vram, gtt, q):
-            q.submit(pm4.write_data(vram.va, [OLD], dst_sel=2) + _release(target, gtt.va, **WB[target]))
-            gpu.run()
-            gpu.sdma_queue().submit(sdma.write_untiled(vram.va, [NEW], _sdma_version(target)))
-            gpu.run()
-            q.submit((pm4.acquire_mem(FAMILY[target], **L2_INV[target]) if on else [])
-                     + pm4.copy_data(vram.va, gtt.va + 8, src_sel=2, dst_sel=5))
-            return gtt.va + 8
-        return run
+    def stream(gpu, vram, gtt, q, on=False):
+        q.submit(pm4.write_data(vram.va, [OLD], dst_sel=2) + _release(target, gtt.va, **WB[target]))
+        gpu.run()
+        gpu.sdma_queue().submit(sdma.write_untiled(vram.va, [NEW], _sdma_version(target)))
+        gpu.run()
+        q.submit((pm4.acquire_mem(FAMILY[target], **L2_INV[target]) if on else [])
+                 + pm4.copy_data(vram.va, gtt.va + 8, src_sel=2, dst_sel=5))
+        return gtt.va + 8
     if target == "gfx1100":  # SDMA 6 writes through GL2: its copy is current
         for model in ("report", "adversarial"):
-            assert _outcome(target, model, stream(False)) == (NEW, [])
+            assert _outcome(target, model, stream) == (NEW, [])
         return
-    (record,) = _check(target, stream(True), stream(False), NEW, OLD, "TC")
+    (record,) = _check(target, stream, NEW, OLD, "TC")
     assert "WRITE_UNTILED" in record.writer
 
 
@@ -271,16 +265,14 @@ def test_an_sdma_write_leaves_gl2_stale_only_on_gfx942(target):
 def test_sdma_gcr_req_writes_gl2_back(user):
     target = "gfx1100"
 
-    def stream(on):
-        def run(gpu, vram, gtt, q):
-            q.submit(pm4.write_data(vram.va, [NEW], dst_sel=2))
-            gpu.run()
-            gpu.sdma_queue().submit(sdma.gcr_req(1 << 15 if on else 0, user=user))
-            return vram.va
-        return run
+    def stream(gpu, vram, gtt, q, on=False):
+        q.submit(pm4.write_data(vram.va, [NEW], dst_sel=2))
+        gpu.run()
+        gpu.sdma_queue().submit(sdma.gcr_req(1 << 15 if on else 0, user=user))
+        return vram.va
     for model in ("report", "adversarial"):
-        assert _outcome(target, model, stream(True)) == (NEW, [])
-    assert _outcome(target, "adversarial", stream(False))[0] == 0
+        assert _outcome(target, model, functools.partial(stream, on=True)) == (NEW, [])
+    assert _outcome(target, "adversarial", stream)[0] == 0
 
 
 # -- the model costs nothing when off ----------------------------------------------------------------------------
@@ -356,11 +348,11 @@ def _exec(q, program, args, *, acquire=None, flush=True):
     return q
 
 
-def _run_stream(target, model, build):
-    """`build(dev, q, bufs) -> output Buffer` edits one compute stream; it runs, the host reads word 0 of the
-    output (after the runtime's signal release: full write-back and invalidate)."""
+def _run_stream(target, model, build, policy="run_to_block", read=lambda words: int(words[0])):
+    """`build(dev, q, bufs) -> output Buffer` edits one compute stream; it runs, the host reads the output (`read`
+    of its words; word 0 by default) after the runtime's signal release: full write-back and invalidate."""
     from hcqsim.runtime import open_device
-    dev = open_device("sim", target=target, memory_model=model)
+    dev = open_device("sim", target=target, memory_model=model, policy=policy)
     try:
         bufs = [dev.alloc(4096) for _ in range(4)]
         for b in bufs:
@@ -370,7 +362,7 @@ def _run_stream(target, model, build):
         done = dev.new_signal(0)
         q.signal(done, 1).submit()
         done.wait(1)
-        return int(out.view[:4].view(np.uint32)[0]), list(dev.os.system.memory_reports)
+        return read(out.view.view(np.uint32)), list(dev.os.system.memory_reports)
     finally:
         dev.close()
 
@@ -389,6 +381,19 @@ def _rewrite(q, buf, value=NEW):
     q._add(pm4.write_data(buf.va, [value] * 64))  # the CP writes through GL2: the vector levels keep old copies
 
 
+def _reread(target, acquire, first="copy", second="copy"):
+    """A stream builder: kernel `first` reads x (its caches keep x's old words), the CP rewrites x, kernel `second`
+    reads x again into the output with `acquire` in place of the runtime's per-dispatch ACQUIRE_MEM."""
+    def run(dev, q, bufs):
+        a, b = (dev.load_program(_code(n, target), n) for n in (first, second))
+        x, out1, out2 = bufs[:3]
+        _exec(q, a, [x, out1])
+        _rewrite(q, x)
+        _exec(q, b, [x, out2], acquire=acquire)
+        return out2
+    return run
+
+
 VECTOR_INV = {  # target -> {name: the packet before the second kernel (instead of the runtime's ACQUIRE_MEM)}
     "gfx1100": {"GLV_INV+GL1_INV": pm4.acquire_mem("gfx11", glv_inv=1, gl1_inv=1),
                 "RELEASE_MEM GLV_INV+GL1_INV": pm4.release_mem(0, 0, data_sel=0, glv_inv=1, gl1_inv=1)},
@@ -402,32 +407,14 @@ FIRST_STALE = {"gfx1100": "GLV_INV", "gfx942": "TCL1"}
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
 def test_a_kernel_reads_a_stale_vector_line_until_the_vector_levels_are_invalidated(target):
-    def build(acquire):
-        def run(dev, q, bufs):
-            prog = dev.load_program(_code("copy", target), "copy")
-            x, out1, out2 = bufs[:3]
-            _exec(q, prog, [x, out1])  # fills GLV (and GL1) with x's old words
-            _rewrite(q, x)
-            _exec(q, prog, [x, out2], acquire=acquire)
-            return out2
-        return run
     for name, acquire in VECTOR_INV[target].items():
-        (record,) = _check_stream(target, build(acquire), build([]), NEW, OLD, FIRST_STALE[target])
+        (record,) = _check_stream(target, _reread(target, acquire), _reread(target, []), NEW, OLD, FIRST_STALE[target])
         assert record.kind == "stale line" and "WRITE_DATA" in record.writer and "global_load" in record.reader
 
 
 def test_gfx11_glv_and_gl1_each_need_their_own_invalidate():
     target = "gfx1100"
-
-    def build(acquire):
-        def run(dev, q, bufs):
-            prog = dev.load_program(_code("copy", target), "copy")
-            x, out1, out2 = bufs[:3]
-            _exec(q, prog, [x, out1])
-            _rewrite(q, x)
-            _exec(q, prog, [x, out2], acquire=acquire)
-            return out2
-        return run
+    build = functools.partial(_reread, target)
     for acquire, missing in ((pm4.acquire_mem("gfx11", glv_inv=1), "GL1_INV"),
                              (pm4.acquire_mem("gfx11", gl1_inv=1), "GLV_INV"),
                              (pm4.release_mem(0, 0, data_sel=0, gl1_inv=1), "GLV_INV")):
@@ -442,17 +429,7 @@ def test_gfx11_glv_and_gl1_each_need_their_own_invalidate():
 @pytest.mark.parametrize("kernel", ["copy_acquire", "copy_atomic"])
 def test_an_acquire_fence_or_an_agent_scope_load_in_the_kernel_sees_the_new_words(target, kernel):
     """gfx11: buffer_gl1_inv + buffer_gl0_inv / a glc load; gfx942: buffer_inv sc1 / an sc1 load."""
-    def build(name):
-        def run(dev, q, bufs):
-            first = dev.load_program(_code("copy", target), "copy")
-            second = dev.load_program(_code(name, target), name)
-            x, out1, out2 = bufs[:3]
-            _exec(q, first, [x, out1])
-            _rewrite(q, x)
-            _exec(q, second, [x, out2], acquire=[])
-            return out2
-        return run
-    _check_stream(target, build(kernel), build("copy"), NEW, OLD, FIRST_STALE[target])
+    _check_stream(target, _reread(target, [], second=kernel), _reread(target, []), NEW, OLD, FIRST_STALE[target])
 
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
@@ -461,15 +438,7 @@ def test_a_scalar_load_reads_a_stale_k_cache_line_until_glk_is_invalidated(targe
               "gfx942": pm4.acquire_mem("gfx9", sh_kcache_action_ena=1)}[target]
 
     def build(acquire, second="const"):
-        def run(dev, q, bufs):
-            first = dev.load_program(_code("const", target), "const")
-            again = dev.load_program(_code(second, target), second)
-            c, out1, out2 = bufs[:3]
-            _exec(q, first, [c, out1])
-            _rewrite(q, c)
-            _exec(q, again, [c, out2], acquire=acquire)
-            return out2
-        return run
+        return _reread(target, acquire, "const", second)
     (record,) = _check_stream(target, build(kcache), build([]), NEW, OLD,
                               {"gfx1100": "GLK_INV", "gfx942": "SH_KCACHE"}[target])
     assert "s_load" in record.reader
@@ -547,42 +516,188 @@ def test_gfx942_buffer_inv_sc1_also_invalidates_the_l2_copy_an_sdma_write_went_a
     assert {r.missing for r in records} == {"TCL1"}  # L1 first; with sc1 both copies are dropped (above)
 
 
+def _placed(**choices):
+    """A policy that runs in order and places workgroups as told: `cus=[...]` / `xccs=[...]`, one entry per
+    workgroup in launch order (None: the model's default placement)."""
+    from hcqsim.gpu import ExplicitChoices
+    hooks = {k: (lambda it: lambda n: next(it))(iter(v)) for k, v in choices.items()}
+    return ExplicitChoices(lambda n: (0, 1 << 30), **hooks)
+
+
+def _write_between_reads(target, writer="fill_release", reader="copy", acquire=None):
+    """Kernel 0 reads x (its CU's caches keep x's old words), kernel `writer` writes NEW into x, kernel `reader`
+    reads x into the output; the second and third with `acquire` in place of the runtime's ACQUIRE_MEM."""
+    def run(dev, q, bufs):
+        x, junk, out = bufs[:3]
+        first, write, read = (dev.load_program(_code(n, target), n) for n in ("copy", writer, reader))
+        _exec(q, first, [x, junk])
+        _exec(q, write, [x], acquire=acquire)
+        _exec(q, read, [x, out], acquire=acquire)
+        return out
+    return run
+
+
+TCL1_ONLY = pm4.acquire_mem("gfx9", tcl1_action_ena=1)  # the vector L1 only: what an L2 per XCC does not cover
+VECTOR_AND_L2_INV = {"gfx1100": VECTOR_INV["gfx1100"]["GLV_INV+GL1_INV"],
+                     "gfx942": pm4.acquire_mem("gfx9", tcl1_action_ena=1, tc_action_ena=1)}
+
+
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
 def test_a_copy_on_one_cu_goes_stale_when_a_dispatch_on_another_cu_writes_the_line(target):
     """Kernel 0 reads x (its CU's vector cache keeps x), kernel 1 writes x, kernel 2 reads x, no invalidate between:
     had kernel 1 run on another CU, kernel 2 on kernel 0's would read the old copy. Report names it whatever CU
     each ran on here; adversarial finds it when the policy puts kernel 1 elsewhere (`choose_cu`)."""
-    from hcqsim.gpu import ExplicitChoices
-    from hcqsim.runtime import open_device
+    stream = functools.partial(_write_between_reads, target)
+    value, records = _run_stream(target, "report", stream(acquire=[]))
+    assert value == NEW and [(r.kind, r.missing) for r in records][0] == ("stale line", FIRST_STALE[target])
+    assert "of another CU" in records[0].level and "global_store" in records[0].writer
+    kernel_1_elsewhere = dict(cus=[0, 1, 0])  # kernel 1 on CU 1, kernels 0 and 2 on CU 0
+    assert _run_stream(target, "adversarial", stream(acquire=[]), _placed(**kernel_1_elsewhere))[0] == OLD
+    assert _run_stream(target, "adversarial", stream(acquire=[]))[0] == NEW  # one CU: kernel 1's store updated it
+    fixed = stream(acquire=VECTOR_AND_L2_INV[target])
+    assert _run_stream(target, "report", fixed) == (NEW, [])
+    assert _run_stream(target, "adversarial", fixed, _placed(**kernel_1_elsewhere)) == (NEW, [])
 
-    def run(model, acquire, cus=None):
-        policy = ExplicitChoices(lambda n: (0, 1 << 30), cus=cus) if cus else "run_to_block"
-        dev = open_device("sim", target=target, memory_model=model, policy=policy)
+
+# -- an L2 per XCC (gfx942), workgroups spread over CUs and XCCs -------------------------------------------------
+
+def test_gfx942_has_an_l2_per_xcc_of_its_topology_and_gfx1100_one():
+    from hcqsim.runtime import open_device
+    for target, n_xcc in (("gfx942", 8), ("gfx1100", 1)):
+        dev = open_device("sim", target=target, memory_model="report")
         try:
-            bufs = [dev.alloc(4096) for _ in range(4)]
-            x, junk, y = bufs[:3]
-            x.view[:] = np.frombuffer(np.full(1024, OLD, np.uint32).tobytes(), np.uint8)
-            copy, fill = (dev.load_program(_code(n, target), n) for n in ("copy", "fill_release"))
-            q = dev.compute_queue()
-            _exec(q, copy, [x, junk])
-            _exec(q, fill, [x], acquire=acquire)  # writes NEW into x
-            _exec(q, copy, [x, y], acquire=acquire)
-            done = dev.new_signal(0)
-            q.signal(done, 1).submit()
-            done.wait(1)
-            return int(y.view[:4].view(np.uint32)[0]), list(dev.os.system.memory_reports)
+            model = dev.os.system.gpus[0].coherence
+            assert dev.os.system.gpus[0].target.num_xcc == n_xcc  # what sysfs num_xcc presents
+            assert model.n_xcc == n_xcc and len(set(model.l2_names)) == n_xcc
         finally:
             dev.close()
-    value, records = run("report", [])
-    assert value == NEW and [(r.kind, r.missing) for r in records] == [("stale line", FIRST_STALE[target])]
-    assert "of another CU" in records[0].level and "global_store" in records[0].writer
-    alternate = iter([0, 1, 0]).__next__  # kernel 1 on CU 1, kernels 0 and 2 on CU 0
-    assert run("adversarial", [], cus=lambda n: alternate())[0] == OLD
-    assert run("adversarial", [])[0] == NEW  # one CU (the default): kernel 1's store updated the copy
-    fixed = VECTOR_INV[target][next(iter(VECTOR_INV[target]))]
-    assert run("report", fixed) == (NEW, [])
-    alternate = iter([0, 1, 0]).__next__
-    assert run("adversarial", fixed, cus=lambda n: alternate()) == (NEW, [])
+
+
+ON_TWO_XCCS = dict(xccs=[1, 0, 1])  # kernels 0 and 2 on XCC 1, the writer on XCC 0
+
+
+@pytest.mark.parametrize("form, writer, reader, acquire, missing", [
+    ("no release, no L2 invalidate", "fill_a", "copy", TCL1_ONLY, "TC_WB"),
+    ("released (buffer_wbl2 sc1), no L2 invalidate", "fill_release", "copy", TCL1_ONLY, "TC"),
+])
+def test_gfx942_a_kernel_on_another_xcc_needs_the_writers_l2_written_back_and_its_own_invalidated(
+        form, writer, reader, acquire, missing):
+    """Each XCC has its own L2 (facts 6.1): a dispatch's stores sit dirty in its XCC's L2; a later dispatch on
+    another XCC reads memory (old) unless an agent-scope release wrote them back (buffer_wbl2 sc1, or TC_WB), and
+    reads its own L2's old copy unless an agent-scope acquire dropped it (buffer_inv sc1, or TC). Report mode
+    names it whatever XCC each ran on here (all on XCC 0 by default); adversarial when the policy spreads them."""
+    target = "gfx942"
+    broken = _write_between_reads(target, writer, reader, acquire)
+    assert _run_stream(target, "adversarial", broken, _placed(**ON_TWO_XCCS))[0] == OLD
+    assert _run_stream(target, "adversarial", broken)[0] != OLD  # one XCC: the L2 copy is the written one
+    value, records = _run_stream(target, "report", broken)
+    assert missing in {r.missing for r in records}, [str(r) for r in records]
+    assert any("of another XCC" in r.level and "global_store" in r.writer and "global_load" in r.reader
+               for r in records if r.missing == missing), [str(r) for r in records]
+
+
+@pytest.mark.parametrize("form, writer, reader, acquire", [
+    ("agent-scope fences in the kernels", "fill_release", "copy_acquire", TCL1_ONLY),
+    ("the runtime's ACQUIRE_MEM (TC_WB, TC)", "fill_a", "copy", None),
+])
+def test_gfx942_a_kernel_on_another_xcc_sees_the_words_after_an_agent_scope_release_and_acquire(
+        form, writer, reader, acquire):
+    target = "gfx942"
+    want = 0xA if writer == "fill_a" else NEW
+    fixed = _write_between_reads(target, writer, reader, acquire)
+    for policy in ("run_to_block", _placed(**ON_TWO_XCCS), _placed(xccs=[0, 1, 0]), "random"):
+        assert _run_stream(target, "adversarial", fixed, policy) == (want, []), policy
+    assert _run_stream(target, "report", fixed) == (want, [])
+
+
+HANDOFF_BARRIER = 'call void asm sideeffect "", "~{memory}"()'  # orders the compiler only: no cache operation
+
+
+def _handoff_ir(fences: bool) -> str:
+    """Two workgroups of one dispatch: both read x (their caches keep x's old words); workgroup 0 stores NEW into
+    x and raises a flag (an agent-scope atomic); workgroup 1 waits for the flag and reads x again into out (its
+    first read into out + 64). `fences`: LLVM's agent-scope release before the flag and acquire after it."""
+    release = 'fence syncscope("agent") release' if fences else HANDOFF_BARRIER
+    acquire = 'fence syncscope("agent") acquire' if fences else HANDOFF_BARRIER
+    return f"""declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.workgroup.id.x()
+define amdgpu_kernel void @handoff(ptr addrspace(1) %x, ptr addrspace(1) %flag, ptr addrspace(1) %out) {{
+entry:
+  %i = call i32 @llvm.amdgcn.workitem.id.x()
+  %g = call i32 @llvm.amdgcn.workgroup.id.x()
+  %p = getelementptr i32, ptr addrspace(1) %x, i32 %i
+  %old = load i32, ptr addrspace(1) %p
+  {HANDOFF_BARRIER}
+  %isr = icmp ne i32 %g, 0
+  br i1 %isr, label %reader, label %writer
+writer:
+  store i32 {NEW}, ptr addrspace(1) %p
+  {release}
+  %lane0 = icmp eq i32 %i, 0
+  br i1 %lane0, label %publish, label %done
+publish:
+  store atomic i32 1, ptr addrspace(1) %flag syncscope("agent") monotonic, align 4
+  br label %done
+reader:
+  %f = load atomic i32, ptr addrspace(1) %flag syncscope("agent") monotonic, align 4
+  %ready = icmp ne i32 %f, 0
+  br i1 %ready, label %go, label %reader
+go:
+  {acquire}
+  %v = load i32, ptr addrspace(1) %p
+  %o = getelementptr i32, ptr addrspace(1) %out, i32 %i
+  store i32 %v, ptr addrspace(1) %o
+  %j = add i32 %i, 64
+  %o2 = getelementptr i32, ptr addrspace(1) %out, i32 %j
+  store i32 %old, ptr addrspace(1) %o2
+  br label %done
+done:
+  ret void
+}}
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _handoff_code(target: str, fences: bool) -> bytes:
+    from hcqsim.compiler import compile_llvm
+    return compile_llvm(_handoff_ir(fences), target)
+
+
+def _handoff(target, model, fences, policy="run_to_block"):
+    """(what workgroup 1 read after the flag, its first read, the records): two workgroups of 32 work-items."""
+    def build(dev, q, bufs):
+        x, flag, out = bufs[:3]
+        flag.view[:] = 0
+        q.exec(dev.load_program(_handoff_code(target, fences), "handoff"), [x, flag, out], 64, 32)
+        return out
+    (after, before), records = _run_stream(target, model, build, policy, read=lambda w: (int(w[0]), int(w[64])))
+    return after, before, records
+
+
+HANDOFF_MISSING = {"gfx1100": {"GLV_INV"}, "gfx942": {"TCL1", "TC_WB"}}
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_workgroups_of_one_dispatch_on_different_cus_need_agent_scope_fences_to_hand_data_over(target):
+    """The two workgroups run on different CUs (gfx942: different XCCs) by default: without fences workgroup 1
+    reads its CU's old copy (and, gfx942, memory under workgroup 0's dirty L2 line); report names the vector-cache
+    invalidate (and the write-back) missing, writer workgroup 0's store, reader workgroup 1's load."""
+    assert _handoff(target, "adversarial", fences=False)[:2] == (OLD, OLD)
+    value, first, records = _handoff(target, "report", fences=False)
+    assert (value, first) == (NEW, OLD)  # report mode keeps the coherent values
+    assert {r.missing for r in records} == HANDOFF_MISSING[target], [str(r) for r in records]
+    assert all("global_store" in r.writer and "global_load" in r.reader and r.writer != r.reader for r in records)
+    for model in ("report", "adversarial"):
+        assert _handoff(target, model, fences=True) == (NEW, OLD, []), model
+    assert _handoff(target, "adversarial", fences=True, policy="random")[:2] == (NEW, OLD)
+
+
+def test_workgroups_placed_on_one_cu_see_each_others_stores_without_fences():
+    """The placement is the policy's: both workgroups on one CU (and XCC) share every cache, so the same unfenced
+    kernel reads the new words; the default puts them apart."""
+    for target in ("gfx1100", "gfx942"):
+        together = _placed(cus=[0, 0], xccs=[0, 0])
+        assert _handoff(target, "adversarial", fences=False, policy=together)[:2] == (NEW, OLD)
 
 
 # -- partial flushes ------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import test_memory_model as M
 import test_memory_model_runtime as R
 import test_memory_model_streams as S
 from hcqsim import pm4
@@ -29,7 +30,8 @@ def ignore_actions(*names):
     """RELEASE_MEM / ACQUIRE_MEM / GCR_REQ / cache events no longer perform these cache actions (model names)."""
     def plant(mp):
         perform = cache_model.CacheModel.perform
-        mp.setattr(cache_model.CacheModel, "perform", lambda self, ops: perform(self, set(ops) - set(names)))
+        mp.setattr(cache_model.CacheModel, "perform",
+                   lambda self, ops, slot=None: perform(self, set(ops) - set(names), slot))
     return plant
 
 
@@ -86,6 +88,26 @@ def partial_flush_not_waiting(mp):
     mp.setattr(PM4Queue, "_execEVENT_WRITE", patched)
 
 
+def xccs_share_one_l2(mp):
+    """Every XCC's workgroups use one L2 (gfx942 modelled as if its L2 were shared)."""
+    mp.setattr(cache_model, "l2_name", lambda xcc: "GL2")
+
+
+def one_cu_per_dispatch(mp):
+    """Every workgroup of a dispatch placed on CU slot 0 (the default placement no longer spreads them)."""
+    mp.setattr(cache_model.CacheModel, "place", lambda self, dispatch, ids: np.zeros(len(ids), np.int64))
+
+
+def runtime_acquire_without_l2(mp):
+    """The runtime's per-dispatch ACQUIRE_MEM on gfx9 without TC_WB and TC (the vector L1 and K$ only)."""
+    from hcqsim.runtime import program
+    acquire = pm4.acquire_mem
+    mp.setattr(program.pm4, "acquire_mem", lambda family, **bits: acquire(family, **(
+        {k: v for k, v in bits.items() if k not in ("tc_action_ena", "tc_wb_action_ena")}
+        if family == "gfx9" and set(bits) == {"sh_kcache_action_ena", "tcl1_action_ena", "tc_action_ena",
+                                              "tc_wb_action_ena"} else bits)))
+
+
 # -- the checks ----------------------------------------------------------------------------------------------------
 
 STREAM = {s.name: s for s in S.STREAMS}
@@ -111,6 +133,11 @@ def fact_holds(fact, target):
         out, _ = S.run_once(lambda r, fixed: fact(r), target, "adversarial", fixed=True)
         assert out.right, f"adversarial, default schedule: got {out.got[:4]}, want {out.want[:4]}"
     return f"fact {fact.__name__}-{target}", check
+
+
+def model_test(test, *args):
+    """A test of tests/test_memory_model.py (the per-XCC L2 and placement cases)."""
+    return f"{test.__name__}{list(args)}", lambda: test(*args)
 
 
 def runtime_pattern_clean(pattern, target):
@@ -146,6 +173,18 @@ MUTANTS = {  # name -> (plant, the checks expected to catch it)
     "SDMA GCR_REQ ignored": (gcr_req_ignored, [fact_holds(S.sdma_gcr_req_invalidates_the_vector_caches, "gfx1100")]),
     "CS_PARTIAL_FLUSH not waiting": (partial_flush_not_waiting, [
         correct_is_clean("dependent_dispatches_without_partial_flush", "gfx1100")]),
+    "XCCs share one L2 (gfx942)": (xccs_share_one_l2, [
+        model_test(M.test_gfx942_a_kernel_on_another_xcc_needs_the_writers_l2_written_back_and_its_own_invalidated,
+                   "no release, no L2 invalidate", "fill_a", "copy", M.TCL1_ONLY, "TC_WB"),
+        model_test(M.test_gfx942_has_an_l2_per_xcc_of_its_topology_and_gfx1100_one)]),
+    "a dispatch's workgroups all on one CU": (one_cu_per_dispatch, [
+        model_test(M.test_workgroups_of_one_dispatch_on_different_cus_need_agent_scope_fences_to_hand_data_over,
+                   "gfx1100"),
+        model_test(M.test_workgroups_of_one_dispatch_on_different_cus_need_agent_scope_fences_to_hand_data_over,
+                   "gfx942")]),
+    "runtime per-dispatch acquire without TC_WB / TC (gfx942)": (runtime_acquire_without_l2, [
+        model_test(M.test_gfx942_a_kernel_on_another_xcc_sees_the_words_after_an_agent_scope_release_and_acquire,
+                   "the runtime's ACQUIRE_MEM (TC_WB, TC)", "fill_a", "copy", None)]),
 }
 
 

@@ -6,8 +6,10 @@ Levels (HARDWARE_FACTS 6.1), each a set of 128-byte lines per mapping, held as n
   GLK  scalar cache (K$): s_load (kernel arguments, descriptors)
   GLI  instruction cache (I$): instruction fetch
   GL2  device L2 (gfx9: TCC "TC"), write-back for VRAM: a store sits in a dirty line until written back
-GLV, GLK and GLI are kept once per CU (N_CU of them, "GLV.0", "GLV.1"; a dispatch runs on one, `cu_of`), GL1 and
-GL2 once: a store updates its CU's copies only. Intra-kernel cross-CU staleness is not modelled (docs).
+GLV, GLK and GLI are kept once per CU (N_CU per XCC: "GLV.0", "GLV.1", ...), GL1 once, GL2 once per XCC (gfx942's
+target.num_xcc of them: "GL2" for XCC 0, "GL2.1" ...; gfx1100 has one). A workgroup runs on one slot (XCC, CU):
+`CacheModel.place` (a policy choice); `slot` is the one the shader access being served runs on. A store updates
+its own slot's copies only, so another CU's copy, or another XCC's L2, goes stale.
 
 Memory types (mapping attribute `mtype`, set by the emulated KFD from the allocation flags, else from the kind):
   "rw" VRAM, cached at every level, GL2 write-back;
@@ -30,8 +32,8 @@ from .report import MemoryReport, ReportLog
 LINE_SHIFT = 7
 LINE = 1 << LINE_SHIFT
 LEVELS = ("GLV", "GL1", "GLK", "GLI", "GL2")
-PER_CU = frozenset({"GLV", "GLK", "GLI"})  # kept once per CU ("GLV.0", "GLV.1", ...); GL1 and GL2 are shared
-N_CU = 2  # CUs modelled (one shader array): a dispatch runs on one of them (CacheModel.cu_of)
+PER_CU = frozenset({"GLV", "GLK", "GLI"})  # kept once per CU slot ("GLV.0", "GLV.1", ...); GL1 is shared
+N_CU = 2  # CUs modelled per XCC (one shader array): slot = xcc * N_CU + cu
 DEFAULT_MTYPE = {"vram": "rw", "gtt": "nc", "userptr": "nc", "doorbell": "uc", "mmio": "uc"}
 # what a report names as missing, per family: the facts' names (GCR_CNTL on gfx11, CP_COHER_CNTL/EOP on gfx9)
 INVALIDATE = {"gfx11": {"GLV": "GLV_INV", "GL1": "GL1_INV", "GLK": "GLK_INV", "GLI": "GLI_INV", "GL2": "GL2_INV"},
@@ -53,9 +55,14 @@ def base(level: str) -> str:
     return level.partition(".")[0]
 
 
-def on_cu(levels: tuple, cu: int) -> tuple:
-    """A path with its per-CU levels named for CU `cu`."""
-    return tuple(f"{x}.{cu}" if x in PER_CU else x for x in levels)
+def l2_name(xcc: int) -> str:
+    """The name of XCC `xcc`'s L2 ("GL2" for XCC 0: the only one on single-XCC targets)."""
+    return "GL2" if xcc == 0 else f"GL2.{xcc}"
+
+
+def on_slot(levels: tuple, slot: int) -> tuple:
+    """A path with its per-CU levels named for CU slot `slot` and its GL2 for that slot's XCC."""
+    return tuple(f"{x}.{slot}" if x in PER_CU else l2_name(slot // N_CU) if x == "GL2" else x for x in levels)
 
 
 class Lines:
@@ -91,7 +98,7 @@ class MapState:
     def level(self, name: str) -> Lines:
         lv = self.levels.get(name)
         if lv is None:
-            lv = self.levels[name] = Lines(self.size, name == "GL2")
+            lv = self.levels[name] = Lines(self.size, base(name) == "GL2")
         return lv
 
 
@@ -125,6 +132,15 @@ class CacheModel:
         self.seq = 1  # GPU writes so far (+1): a copy newer than every GPU write that differs saw an unseen writer
         self._dispatch_key = -1  # the dispatch whose shader access the model is serving (report-mode marks)
         self.actor_dispatch: dict[int, int] = {}  # actor id -> its dispatch's key (shader writers)
+        # where workgroups run: XCCs (each with its own L2 on gfx942: facts 6.1) x N_CU CUs; `slot` is the CU slot
+        # of the shader access being served (set by the shader core per workgroup placement, `place`)
+        self.n_xcc = max(1, int(getattr(gpu.target, "num_xcc", 1)))
+        self.n_slots = self.n_xcc * N_CU
+        self.l2_names = tuple(l2_name(x) for x in range(self.n_xcc))
+        self.slot = 0
+        # the deterministic default placement: workgroup w (linear id) on default_slots[w % 2], two slots that
+        # differ in CU and (with several XCCs) in XCC, so neighbouring workgroups do; workgroup 0 on slot 0
+        self.default_slots = (0, (1 % self.n_xcc) * N_CU + 1)
 
     # -- reports ------------------------------------------------------------------------------------
 
@@ -170,22 +186,36 @@ class CacheModel:
         return d
 
     def level_name(self, level: str) -> str:
-        b, _, cu = level.partition(".")
-        return LEVEL_NAMES[self.family].get(b, b) + (f" of CU {cu}" if cu else "")
+        b, _, n = level.partition(".")
+        name = LEVEL_NAMES[self.family].get(b, b)
+        if b == "GL2":
+            return name + (f" of XCC {n or 0}" if self.n_xcc > 1 else "")
+        if not n:
+            return name
+        return name + (f" of CU {int(n) % N_CU} of XCC {int(n) // N_CU}" if self.n_xcc > 1 else f" of CU {n}")
+
+    def where(self, slot: int) -> str:
+        """A slot as a report names it: "CU 1" (one XCC) or "XCC 3 CU 0"."""
+        return f"XCC {slot // N_CU} CU {slot % N_CU}" if self.n_xcc > 1 else f"CU {slot}"
 
     def missing_invalidate(self, level: str) -> str:
         return INVALIDATE[self.family][base(level)]
 
-    def cu_of(self, dispatch) -> int:
-        """The CU a dispatch's waves run on (every wave of it on one): the policy's `choose_cu(n_cus)` when it has
-        one, else CU 0 (the deterministic default: one copy, as if every dispatch ran on the CU of the last)."""
-        if dispatch is None:
-            return 0
-        cu = getattr(dispatch, "cache_cu", None)
-        if cu is None:
-            choose = getattr(self.gpu.policy, "choose_cu", None)
-            cu = dispatch.cache_cu = choose(N_CU) % N_CU if choose is not None else 0
-        return cu
+    def place(self, dispatch, linear_ids: np.ndarray) -> np.ndarray:
+        """The CU slot (xcc * N_CU + cu) each workgroup of `dispatch` (by linear id) runs on: the policy's
+        `choose_xcc(n_xcc)` / `choose_cu(n_cus)` per workgroup where it has them (the hardware's choice), else the
+        deterministic default (`default_slots`, alternating by workgroup)."""
+        policy = self.gpu.policy
+        default = np.asarray(self.default_slots, np.int64)[linear_ids % 2]
+        choose_xcc, choose_cu = getattr(policy, "choose_xcc", None), getattr(policy, "choose_cu", None)
+        if choose_xcc is None and choose_cu is None:
+            return default
+        xcc, cu = default // N_CU, default % N_CU
+        if choose_xcc is not None and self.n_xcc > 1:
+            xcc = np.array([choose_xcc(self.n_xcc) % self.n_xcc for _ in range(len(linear_ids))], np.int64)
+        if choose_cu is not None:
+            cu = np.array([choose_cu(N_CU) % N_CU for _ in range(len(linear_ids))], np.int64)
+        return xcc * N_CU + cu
 
     @property
     def missing_write_back(self) -> str:
@@ -268,60 +298,80 @@ class CacheModel:
 
     # -- engine (CP, SDMA) accesses: byte ranges ------------------------------------------------------
 
+    def _l2s(self, st: MapState) -> list[Lines]:
+        """The L2 copies of a mapping (one per XCC that holds any of it); none for memory GL2 keeps coherent."""
+        if st.mtype != "rw":
+            return []
+        return [lv for lv in (st.levels.get(n) for n in self.l2_names) if lv is not None]
+
     def engine_read(self, st: MapState, lo: int, size: int, route: str, reader) -> np.ndarray:
         """Bytes [lo, lo+size) of a mapping as an engine sees them. `route`: "gl2" (a GL2 client that does not
-        allocate: the CP, SDMA 5/6), "dram" (around GL2: SDMA 4)."""
+        allocate: the CP, SDMA 5/6), "dram" (around GL2: SDMA 4). With an L2 per XCC the CP reads through XCC 0's
+        and sees any XCC's dirty bytes (every XCC's CP runs the queue: the weaker reading)."""
         hi = lo + size
         coherent = st.dram[lo:hi]
-        gl2 = st.levels.get("GL2") if st.mtype == "rw" else None
-        if route == "dram":
-            data = self._dram_fill(st, lo, hi, reader)
-            if gl2 is not None and gl2.dirty[lo:hi].any():
-                self._dirty_read(st, gl2, lo, hi, reader)
-            return data if self.adversarial else coherent.copy()
-        if gl2 is None or not gl2.valid[lo >> LINE_SHIFT:((hi - 1) >> LINE_SHIFT) + 1].any():
-            data = self._dram_fill(st, lo, hi, reader)
-            return data if self.adversarial else coherent.copy()
+        l2s = self._l2s(st)
         data = self._dram_fill(st, lo, hi, reader)
-        lines = np.arange(lo >> LINE_SHIFT, ((hi - 1) >> LINE_SHIFT) + 1)
-        hit = np.repeat(gl2.valid[lines], LINE)[(lo - lines[0] * LINE):(lo - lines[0] * LINE) + size]
-        data[hit] = gl2.data[lo:hi][hit]
+        if route == "dram":
+            for gl2 in l2s:
+                if gl2.dirty[lo:hi].any():  # one record: the first XCC's L2 holding the bytes dirty
+                    self._dirty_read(st, gl2, lo, hi, reader)
+                    break
+            return data if self.adversarial else coherent.copy()
+        first_line, last_line = lo >> LINE_SHIFT, ((hi - 1) >> LINE_SHIFT) + 1
+        if not any(gl2.valid[first_line:last_line].any() for gl2 in l2s):
+            return data if self.adversarial else coherent.copy()
+        lines = np.arange(first_line, last_line)
+        cut = slice(lo - first_line * LINE, lo - first_line * LINE + size)
+        gl2 = st.levels.get("GL2") if st.mtype == "rw" else None
+        if gl2 is not None:  # XCC 0's copy where it has one
+            hit = np.repeat(gl2.valid[lines], LINE)[cut]
+            data[hit] = gl2.data[lo:hi][hit]
+        for other in l2s:  # and every XCC's dirty bytes
+            dirty = other.dirty[lo:hi]
+            if other is not gl2 and dirty.any():
+                data[dirty] = other.data[lo:hi][dirty]
         if not self.adversarial:
             self._compare(st, "GL2", lo, data, reader)
             return coherent.copy()
         return data
 
     def engine_write(self, st: MapState, lo: int, data: np.ndarray, route: str, writer_id: int) -> None:
-        """An engine's write: `route` "l2" (into GL2, left dirty), "through" (GL2 lines present updated and clean,
-        DRAM written), "dram" (DRAM only: GL2 lines present keep their old bytes -- SDMA 4)."""
+        """An engine's write: `route` "l2" (into GL2, left dirty: every XCC's, as every XCC's CP runs the packet),
+        "through" (GL2 lines present updated and clean, DRAM written), "dram" (DRAM only: GL2 lines present keep
+        their old bytes -- SDMA 4)."""
         hi = lo + len(data)
-        st.last_writer[lo >> LINE_SHIFT:((hi - 1) >> LINE_SHIFT) + 1] = writer_id  # (no CU-side level sees it)
+        first_line, last_line = lo >> LINE_SHIFT, ((hi - 1) >> LINE_SHIFT) + 1
+        st.last_writer[first_line:last_line] = writer_id  # (no CU-side level sees it)
         self.seq += 1
-        st.write_seq[lo >> LINE_SHIFT:((hi - 1) >> LINE_SHIFT) + 1] = self.seq
-        gl2 = st.levels.get("GL2") if st.mtype == "rw" else None
+        st.write_seq[first_line:last_line] = self.seq
+        lines = np.arange(first_line, last_line)
         if route == "l2" and st.mtype == "rw":
-            lines = np.arange(lo >> LINE_SHIFT, ((hi - 1) >> LINE_SHIFT) + 1)
-            self._fill(st, ("GL2",), lines, lambda: self.describe(writer_id))
-            gl2 = st.levels["GL2"]
-            gl2.data[lo:hi] = data
-            gl2.dirty[lo:hi] = True
-            gl2.writer[lines] = writer_id
-            gl2.seq[lines] = self.seq
+            for name in self.l2_names:
+                self._fill(st, (name,), lines, lambda: self.describe(writer_id))
+                gl2 = st.levels[name]
+                gl2.data[lo:hi] = data
+                gl2.dirty[lo:hi] = True
+                gl2.writer[lines] = writer_id
+                gl2.seq[lines] = self.seq
             if not self.adversarial:
                 st.dram[lo:hi] = data
             return
-        if route != "dram" and gl2 is not None:
-            lines = np.arange(lo >> LINE_SHIFT, ((hi - 1) >> LINE_SHIFT) + 1)
-            present = np.repeat(gl2.valid[lines], LINE)[(lo - lines[0] * LINE):(lo - lines[0] * LINE) + len(data)]
-            gl2.data[lo:hi][present] = data[present]
-            gl2.dirty[lo:hi][present] = False
-            gl2.seq[lines[gl2.valid[lines]]] = self.seq
+        if route != "dram":
+            cut = slice(lo - first_line * LINE, lo - first_line * LINE + len(data))
+            for gl2 in self._l2s(st):
+                present = np.repeat(gl2.valid[lines], LINE)[cut]
+                gl2.data[lo:hi][present] = data[present]
+                gl2.dirty[lo:hi][present] = False
+                gl2.seq[lines[gl2.valid[lines]]] = self.seq
         self._dram_write(st, lo, data, lambda: self.describe(writer_id))
 
     # -- shader accesses: per-lane byte addresses -------------------------------------------------------
 
-    def lanes_load(self, st: MapState, offs: np.ndarray, nbytes: int, levels: tuple, reader, dispatch) -> np.ndarray:
-        """uint8 [k, nbytes]: what lanes reading `nbytes` at mapping offsets `offs` get through `levels`."""
+    def lanes_load(self, st: MapState, offs: np.ndarray, nbytes: int, levels: tuple, reader, dispatch,
+                   every_l2: bool = False) -> np.ndarray:
+        """uint8 [k, nbytes]: what lanes reading `nbytes` at mapping offsets `offs` get through `levels`. With
+        `every_l2` and no levels (an atomic where there is an L2 per XCC), memory with any XCC's dirty bytes."""
         B = offs[:, None] + np.arange(nbytes, dtype=np.int64)
         lines = np.unique(B >> LINE_SHIFT)
         if dispatch is not None and self.reporting:
@@ -335,7 +385,13 @@ class CacheModel:
                     got = self._dram_fill(st, lo, hi, reader)
                     sel = (B >= lo) & (B < hi)
                     data[sel] = got[B[sel] - lo]
+                if every_l2 and self.adversarial:
+                    self._overlay_dirty(st, B, data)
                 return data if self.adversarial else coherent
+            if every_l2 and self.adversarial:
+                data = coherent.copy()
+                self._overlay_dirty(st, B, data)
+                return data
             return coherent
         self._dispatch_key = id(dispatch) if dispatch is not None else -1
         first = self._fill(st, levels, lines, reader)
@@ -347,13 +403,26 @@ class CacheModel:
                 self._stale(st, levels, lines, first, B, bad, reader)
             elif base(levels[0]) in PER_CU and dispatch is not None:
                 self._other_cu(st, levels[0], top, lines, first, id(dispatch), reader)
+            if self.n_xcc > 1 and st.mtype == "rw" and base(levels[-1]) == "GL2":
+                self._other_l2(st, levels[-1], B, reader)
+                if dispatch is not None:
+                    self._dirty_elsewhere(st, levels[-1], B, id(dispatch), reader)
+                    self._other_cu(st, levels[-1], st.levels[levels[-1]], lines, first, id(dispatch), reader,
+                                   len(levels) - 1)  # the lines the L2 supplied (the levels above missed)
         return data if self.adversarial else coherent
 
+    def _overlay_dirty(self, st: MapState, B: np.ndarray, data: np.ndarray) -> None:
+        """Put every XCC's dirty bytes at byte offsets B over `data` (what a coherent reader sees)."""
+        for gl2 in self._l2s(st):
+            dirty = gl2.dirty[B]
+            if dirty.any():
+                data[dirty] = gl2.data[B][dirty]
+
     def lanes_store(self, st: MapState, offs: np.ndarray, data: np.ndarray, update: tuple, write_back: bool,
-                    writer_id: int, dispatch, reader) -> None:
+                    writer_id: int, dispatch, reader, l2: str = "GL2") -> None:
         """Lanes store `data` [k, nbytes] at mapping offsets `offs`: lines present in the `update` levels take the
-        bytes (write-through); with `write_back` (VRAM through GL2) the bytes land in GL2 lines, dirty, else
-        DRAM is written."""
+        bytes (write-through); with `write_back` (VRAM through GL2) the bytes land in lines of the writer's L2
+        (`l2`), dirty, else DRAM is written (and every L2's copy present updated: the weaker reading)."""
         nbytes = data.shape[1]
         B = (offs[:, None] + np.arange(nbytes, dtype=np.int64)).ravel()
         flat = np.ascontiguousarray(data).ravel()
@@ -375,8 +444,13 @@ class CacheModel:
                     other = held[lv.filler[held] != key]
                     lv.elsewhere[other] = writer_id
         if write_back and st.mtype == "rw":
-            self._fill(st, ("GL2",), lines, lambda: self.describe(writer_id))
-            gl2 = st.levels["GL2"]
+            gl2 = st.levels.get(l2)
+            if gl2 is not None and self.reporting and self.n_xcc > 1:  # copies another dispatch filled: may be
+                held = lines[gl2.valid[lines]]  # on another XCC, where this store does not reach them
+                gl2.elsewhere[held[gl2.filler[held] != key]] = writer_id
+            self._dispatch_key = key
+            self._fill(st, (l2,), lines, lambda: self.describe(writer_id))
+            gl2 = st.levels[l2]
             gl2.data[B] = flat
             gl2.dirty[B] = True
             gl2.writer[lines] = writer_id
@@ -384,8 +458,7 @@ class CacheModel:
             if not self.adversarial:
                 st.dram[B] = flat
             return
-        gl2 = st.levels.get("GL2") if st.mtype == "rw" else None
-        if gl2 is not None:  # a write-through store (system scope): GL2 lines present are updated and clean
+        for gl2 in self._l2s(st):  # a write-through store (system scope, atomics): GL2 copies updated, clean
             present = gl2.valid[B >> LINE_SHIFT]
             gl2.data[B[present]] = flat[present]
             gl2.dirty[B[present]] = False
@@ -427,10 +500,11 @@ class CacheModel:
                         detail="the GL2 copy was filled before memory was written behind it (the host, or an "
                                "engine that goes around GL2) and no GL2 invalidate came between")
 
-    def _other_cu(self, st, level, lv, lines, first, reader_key: int, reader) -> None:
-        """Report mode: the copy this load hit was filled by one dispatch and written by another since; had the writer
-        run on another CU (the hardware's choice), this CU's copy would still hold the old bytes."""
-        hit = lines[first == 0]
+    def _other_cu(self, st, level, lv, lines, first, reader_key: int, reader, index: int = 0) -> None:
+        """Report mode: the copy this load hit (at `levels[index]`) was filled by one dispatch and written by another
+        since; had the writer run on another CU (or, for an L2, another XCC: the hardware's choice), this copy would
+        still hold the old bytes."""
+        hit = lines[first == index]
         marked = hit[lv.elsewhere[hit] >= 0]
         if marked.size == 0:
             return
@@ -440,11 +514,38 @@ class CacheModel:
                 continue
             ls = marked[writers == w]
             lo, hi = int(ls.min()) * LINE, min((int(ls.max()) + 1) * LINE, st.size)
+            l2 = base(level) == "GL2"
             self.report("stale line", st.start + lo, hi - lo, self.describe(w), reader() if callable(reader) else reader,
-                        self.missing_invalidate(level), level=self.level_name(base(level)) + " of another CU",
-                        detail="a dispatch on another CU wrote these lines after this CU's copy was filled; no "
-                               "invalidate of the vector cache came between, so this load could have read the "
-                               "old copy (the CU a dispatch runs on is the hardware's choice)")
+                        self.missing_invalidate(level), level=LEVEL_NAMES[self.family].get(base(level), base(level))
+                        + (" of another XCC" if l2 else " of another CU"),
+                        detail=("a dispatch on another XCC wrote these lines after this L2's copy was filled; no L2 "
+                                "invalidate (buffer_inv sc1, ACQUIRE_MEM TC) came between" if l2 else
+                                "a dispatch on another CU wrote these lines after this CU's copy was filled; no "
+                                "invalidate of the vector cache came between") + ", so this load could have read "
+                               "the old copy (where a workgroup runs is the hardware's choice)")
+
+    def _dirty_elsewhere(self, st, name: str, B: np.ndarray, reader_key: int, reader) -> None:
+        """Report mode, an L2 per XCC: bytes this load read sit dirty in this L2, stored by another dispatch. Had that
+        dispatch run on another XCC, this read would have missed them: nothing wrote them back (an agent-scope
+        release: buffer_wbl2 sc1, RELEASE_MEM / ACQUIRE_MEM TC_WB)."""
+        gl2 = st.levels[name]
+        dirty = gl2.dirty[B]
+        if not dirty.any():
+            return
+        offs = B[dirty]
+        line_of = offs >> LINE_SHIFT
+        writers = gl2.writer[line_of]
+        for w in np.unique(writers).tolist():
+            if w < 0 or self.actor_dispatch.get(w, reader_key) == reader_key:
+                continue
+            mine = offs[writers == w]
+            lo, hi = int(mine.min()), int(mine.max()) + 1
+            self.report("not written back", st.start + lo, hi - lo, self.describe(w),
+                        reader() if callable(reader) else reader, self.missing_write_back,
+                        level=LEVEL_NAMES[self.family]["GL2"] + " of another XCC",
+                        detail="another dispatch stored these bytes and nothing wrote them back to memory before this "
+                               "read: had the two run on different XCCs (each has its own L2), this read would have "
+                               "missed them")
 
     def _newer_writer(self, st, level: str, line: int) -> str:
         """Who wrote the memory a stale copy misses: the last GPU writer of the line if it wrote after the copy was
@@ -461,8 +562,31 @@ class CacheModel:
         line = int(dirty[0] >> LINE_SHIFT)
         self.report("not written back", st.start + int(dirty.min()), int(dirty.max() - dirty.min()) + 1,
                     self.describe(int(gl2.writer[line])), reader() if callable(reader) else reader,
-                    self.missing_write_back, level=self.level_name("GL2"),
+                    self.missing_write_back, level=self.level_name(self._name_of(st, gl2)),
                     detail="the reader goes around GL2 and reads memory while GL2 holds newer, dirty bytes")
+
+    @staticmethod
+    def _name_of(st: MapState, lv: Lines) -> str:
+        return next(n for n, x in st.levels.items() if x is lv)
+
+    def _other_l2(self, st: MapState, mine: str, B: np.ndarray, reader) -> None:
+        """Report mode, an L2 per XCC: bytes this load read are dirty in another XCC's L2 -- written there by a
+        workgroup on that XCC and not written back, so this XCC read memory's (or its own copy's) old bytes."""
+        for name in self.l2_names:
+            lv = st.levels.get(name)
+            if name == mine or lv is None:
+                continue
+            dirty = lv.dirty[B]
+            if not dirty.any():
+                continue
+            offs = B[dirty]
+            lo, hi = int(offs.min()), int(offs.max()) + 1
+            self.report("not written back", st.start + lo, hi - lo, self.describe(int(lv.writer[lo >> LINE_SHIFT])),
+                        reader() if callable(reader) else reader, self.missing_write_back,
+                        level=self.level_name(name) + ", read on " + self.level_name(mine),
+                        detail="another XCC's L2 holds these bytes dirty: no agent-scope release (buffer_wbl2 sc1, "
+                               "RELEASE_MEM / ACQUIRE_MEM TC_WB) wrote them back before this read on another XCC "
+                               "(and no acquire invalidated its L2: buffer_inv sc1 / TC)")
 
     def released(self, queue, what: str) -> None:
         """`queue` signalled (an end-of-pipe write or interrupt): bytes its own earlier work left dirty in GL2 are
@@ -472,9 +596,9 @@ class CacheModel:
         mine = self.queue_actors.get(queue)
         if not mine:
             return
-        for st in list(self.states.values()):
-            gl2 = st.levels.get("GL2")
-            if gl2 is None or not gl2.dirty.any():
+        for st, name, gl2 in [(st, n, st.levels[n]) for st in self.states.values() for n in self.l2_names
+                              if n in st.levels]:
+            if not gl2.dirty.any():
                 continue
             dirty_lines = np.nonzero(gl2.dirty.reshape(-1, LINE).any(axis=1))[0]
             for w in np.unique(gl2.writer[dirty_lines]).tolist():
@@ -487,7 +611,7 @@ class CacheModel:
                 self.report("not written back", st.start + lo, hi - lo, self.describe(w),
                             f"the host or a peer reading VRAM after {what}", self.missing_write_back,
                             key=("released dirty", self.gpu.label, w),  # later releases: the same record
-                            level=self.level_name("GL2"),
+                            level=self.level_name(name),
                             detail=f"{what} signalled completion while this queue's earlier writes were still dirty "
                                    f"in GL2; a reader through the BAR sees the old bytes")
 
@@ -516,20 +640,25 @@ class CacheModel:
 
     # -- cache operations ---------------------------------------------------------------------------------
 
-    def invalidate(self, level: str) -> None:
-        """Drop every line of a read-only level (GLV, GL1, GLK, GLI)."""
+    def _l2_levels(self, xcc: int | None):
+        """(mapping state, L2 copy) of every mapping, for every XCC's L2 or XCC `xcc`'s only."""
+        names = self.l2_names if xcc is None else (l2_name(xcc),)
+        return [(st, st.levels[n]) for st in self.states.values() for n in names if n in st.levels]
+
+    def invalidate(self, level: str, slot: int | None = None) -> None:
+        """Drop every line of a read-only level (GLV, GL1, GLK, GLI): every CU's copy, or CU slot `slot`'s."""
         self.stats["invalidates"] += 1
+        only = f"{level}.{slot}" if slot is not None and level in PER_CU else None
         for st in self.states.values():
             for name, lv in st.levels.items():
-                if base(name) == level:  # every CU's copy
+                if name == only or (only is None and base(name) == level):
                     lv.valid[:] = False
 
-    def write_back(self) -> None:
-        """GL2_WB / TC_WB: every dirty byte goes to DRAM; the lines stay, clean."""
+    def write_back(self, xcc: int | None = None) -> None:
+        """GL2_WB / TC_WB: every dirty byte goes to DRAM; the lines stay, clean (every XCC's L2, or `xcc`'s)."""
         self.stats["write_backs"] += 1
-        for st in self.states.values():
-            gl2 = st.levels.get("GL2")
-            if gl2 is None or not gl2.dirty.any():
+        for st, gl2 in self._l2_levels(xcc):
+            if not gl2.dirty.any():
                 continue
             idx = np.nonzero(gl2.dirty)[0]
             if self.adversarial:  # report mode wrote DRAM with every store already
@@ -539,46 +668,45 @@ class CacheModel:
                     self.dram_written(st.start + a * LINE, min(b * LINE, st.size) - a * LINE, "GL2 write-back")
             gl2.dirty[:] = False
 
-    def invalidate_l2(self) -> None:
+    def invalidate_l2(self, xcc: int | None = None) -> None:
         """GL2_INV / TC: clean lines are dropped; a line with dirty bytes keeps them and re-reads the rest (an
         invalidate never loses data written through GL2: the weaker reading)."""
         self.stats["invalidates"] += 1
-        for st in self.states.values():
-            gl2 = st.levels.get("GL2")
-            if gl2 is None:
-                continue
+        for st, gl2 in self._l2_levels(xcc):
             has_dirty = gl2.dirty.reshape(-1, LINE).any(axis=1)
             gl2.valid &= has_dirty
             if has_dirty.any():
                 keep = np.repeat(has_dirty, LINE)[:st.size] & ~gl2.dirty[:st.size]
                 gl2.data[:st.size][keep] = st.dram[keep]
 
-    def discard_l2(self) -> None:
+    def discard_l2(self, xcc: int | None = None) -> None:
         """GL2_DISCARD: dirty lines are dropped without being written back (their data is lost)."""
-        for st in self.states.values():
-            gl2 = st.levels.get("GL2")
-            if gl2 is None or not gl2.dirty.any():
+        for st, gl2 in self._l2_levels(xcc):
+            if not gl2.dirty.any():
                 continue
             lines = np.nonzero(gl2.dirty.reshape(-1, LINE).any(axis=1))[0]
             if self.reporting:
                 lo, hi = int(lines.min()) * LINE, (int(lines.max()) + 1) * LINE
                 self.report("discarded", st.start + lo, hi - lo, self.describe(int(gl2.writer[lines[0]])),
-                            "GL2_DISCARD", self.missing_write_back, level=self.level_name("GL2"),
+                            "GL2_DISCARD", self.missing_write_back, level=self.level_name(self._name_of(st, gl2)),
                             detail="GL2_DISCARD dropped dirty lines: the data written there never reaches memory")
             gl2.valid[lines] = False
             gl2.dirty[:] = False
 
-    def perform(self, ops: set[str]) -> None:
-        """Cache actions by model name: WB (GL2 write-back) before the invalidates, as a forward SEQ does."""
+    def perform(self, ops: set[str], slot: int | None = None) -> None:
+        """Cache actions by model name: WB (GL2 write-back) before the invalidates, as a forward SEQ does. A
+        packet's act on every CU and every XCC's L2 (each XCC's CP runs the queue: facts 6.2); a shader
+        instruction's (`slot`) on its own CU's copies and its own XCC's L2."""
+        xcc = None if slot is None else slot // N_CU
         if "GL2_DISCARD" in ops:
-            self.discard_l2()
+            self.discard_l2(xcc)
         if "GL2_WB" in ops:
-            self.write_back()
+            self.write_back(xcc)
         if "GL2_INV" in ops:
-            self.invalidate_l2()
+            self.invalidate_l2(xcc)
         for level in ("GLV", "GL1", "GLK", "GLI"):
             if level + "_INV" in ops:
-                self.invalidate(level)
+                self.invalidate(level, slot)
 
     # -- adversarial evictions ------------------------------------------------------------------------------
 

@@ -147,8 +147,9 @@ class AQLQueue(PM4Queue):
         model = self.gpu.coherence
         if model is None or not scope:
             return
-        if acquire:
-            model.perform({"GLV_INV", "GL1_INV", "GLK_INV", "GLI_INV"} | ({"GL2_INV"} if scope == 2 else set()))
+        if acquire:  # an L2 per XCC (gfx942): agent scope invalidates L2 too (LLVM's buffer_inv sc1)
+            model.perform({"GLV_INV", "GL1_INV", "GLK_INV", "GLI_INV"}
+                          | ({"GL2_INV"} if scope == 2 or model.n_xcc > 1 else set()))
         elif scope == 2 or not self.gpu.target.is_gfx11:
             model.perform({"GL2_WB"})
 

@@ -229,8 +229,10 @@ def dispatch_packets(program: Program, launch: Launch, user: list[int], family: 
                                use_thread_dimensions=int(launch.partial), partial_tg_en=int(launch.partial))
     dims = launch.global_size if launch.partial else launch.groups
     cmds = [
+        # gfx9 also TC_WB|TC: gfx942 has an L2 per XCC, so the previous dispatch's writes must leave its XCC's L2 and
+        # this one's XCC must drop old L2 copies (facts 6.1, 6.2 multi-XCC; amdgpu's emit_mem_sync bits, 6.3)
         pm4.acquire_mem("gfx11", glk_inv=1, glv_inv=1, gl1_inv=1, glm_inv=1, glm_wb=1, glk_wb=1) if family == "gfx11"
-        else pm4.acquire_mem("gfx9", sh_kcache_action_ena=1, tcl1_action_ena=1),
+        else pm4.acquire_mem("gfx9", sh_kcache_action_ena=1, tcl1_action_ena=1, tc_action_ena=1, tc_wb_action_ena=1),
         pm4.set_sh_reg(REGS["COMPUTE_PGM_LO"], [(entry >> 8) & 0xFFFFFFFF, (entry >> 40) & 0xFF]),
         pm4.set_sh_reg(REGS["COMPUTE_PGM_RSRC1"], [k.compute_pgm_rsrc1, rsrc2]),
         pm4.set_sh_reg(RSRC3_REG[family], [k.compute_pgm_rsrc3]),

@@ -2,12 +2,15 @@
 `lanemem` (load / store / check over per-lane addresses), but each access takes its path through the modelled
 levels (hcqsim.coherence), chosen once per instruction from its kind and cache bits.
 
-GLV, GLK and GLI are kept once per CU (coherence.model.N_CU of them; a dispatch runs on one, `cu_of`): a store
-updates only its CU's copy, so another CU's copy of the line goes stale. Paths, by memory type of the mapping (rw = VRAM, nc = system memory, uc = uncached; coherence.model):
+GLV, GLK and GLI are kept once per CU slot and GL2 once per XCC (coherence.model; a workgroup runs on one slot,
+`model.slot` while its waves issue): a store updates only its own slot's copies, so another CU's copy of the line,
+or another XCC's L2 copy, goes stale. Paths, by memory type of the mapping (rw = VRAM, nc = system memory,
+uc = uncached; coherence.model):
   vector load   gfx11 GLV -> GL1 -> GL2          gfx942 GLV (TCP) -> GL2     (GL2 only for rw; uc: none)
   scalar load   gfx11 GLK -> GL1 -> GL2          gfx942 GLK -> GL2
   instruction   gfx11 GLI -> GL1 -> GL2          gfx942 GLI -> GL2
-  atomic        GL2 (rw), memory otherwise; the vector levels' copies are updated (write-through)
+  atomic        GL2 (rw; with an L2 per XCC: memory, seeing every XCC's dirty bytes and updating every copy --
+                the weaker reading), memory otherwise; the vector levels' copies are updated (write-through)
   store         write-through GLV/GL1 copies present; GL2 line, dirty (rw), else memory
 Cache bits (LLVM AMDGPUUsage memory model): gfx11 `glc` on a load misses GLV and GL1 (agent-scope coherent
 load); `dlc`, `slc` change no coherence. gfx942 `sc0` or `sc1` on a load misses the TCP; a store with both
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..coherence.model import N_CU, on_cu
+from ..coherence.model import on_slot
 from . import lanemem
 from .decoder import Instr
 from .operands import Context, advance
@@ -42,28 +45,30 @@ class Lanes:
     """One instruction's memory functions through the model."""
 
     def __init__(self, model, instr: Instr, ctx: Context, routes: dict[str, tuple], update: tuple = (),
-                 write_back: bool = True):
-        self.model, self.write_back = model, write_back
+                 write_back: bool = True, every_l2: bool = False):
+        self.model, self.write_back, self.every_l2 = model, write_back, every_l2
         self.pc, self.mnemonic, self.kernel = instr.pc, instr.mnemonic, ctx.kernel
-        # per CU: the paths with that CU's copies of GLV/GLK/GLI (coherence.model.PER_CU)
-        self.routes = [{k: on_cu(v, cu) for k, v in routes.items()} for cu in range(N_CU)]
-        self.update = [on_cu(update, cu) for cu in range(N_CU)]
+        # per CU slot: the paths with that slot's copies of GLV/GLK/GLI (coherence.model.PER_CU) and its XCC's L2
+        self.routes = [{k: on_slot(v, slot) for k, v in routes.items()} for slot in range(model.n_slots)]
+        self.update = [on_slot(update, slot) for slot in range(model.n_slots)]
+        self.l2 = [on_slot(("GL2",), slot)[0] for slot in range(model.n_slots)]
 
     def _who(self):
         d = self.model.agent
         name = d.name if d is not None and getattr(d, "kind", "") == "dispatch" else "a dispatch"
-        return d, lambda: f"{name} ({self.kernel}) PC +0x{self.pc:x} {self.mnemonic}"
+        where = self.model.where(self.model.slot)
+        return d, lambda: f"{name} ({self.kernel}) PC +0x{self.pc:x} {self.mnemonic} on {where}"
 
     def load(self, space, addrs: np.ndarray, nbytes: int) -> np.ndarray:
         groups = lanemem.resolve(space, addrs, nbytes, "read")
         out = np.empty((addrs.size, nbytes), np.uint8)
         d, reader = self._who()
         dispatch = d if d is not None and getattr(d, "kind", "") == "dispatch" else None
-        routes = self.routes[self.model.cu_of(dispatch)]
+        routes = self.routes[self.model.slot]
         for m, sel in groups:
             st = self.model.state(m)
             offs = (addrs[sel] - np.uint64(m.start)).astype(np.int64)
-            out[sel] = self.model.lanes_load(st, offs, nbytes, routes[st.mtype], reader, dispatch)
+            out[sel] = self.model.lanes_load(st, offs, nbytes, routes[st.mtype], reader, dispatch, self.every_l2)
         return out
 
     def store(self, space, addrs: np.ndarray, data: np.ndarray) -> None:
@@ -71,14 +76,15 @@ class Lanes:
         d, reader = self._who()
         dispatch = d if d is not None and getattr(d, "kind", "") == "dispatch" else None
         queue = getattr(dispatch, "queue", None)
-        writer = self.model.actor((id(dispatch), self.pc), reader, queue)
+        slot = self.model.slot
+        writer = self.model.actor((id(dispatch), self.pc, slot), reader, queue)
         self.model.actor_dispatch[writer] = id(dispatch) if dispatch is not None else -1
-        update = self.update[self.model.cu_of(dispatch)]  # the writing CU's copies only: the others go stale
+        update = self.update[slot]  # the writing CU's copies only: the others go stale
         for m, sel in groups:
             st = self.model.state(m)
             offs = (addrs[sel] - np.uint64(m.start)).astype(np.int64)
             self.model.lanes_store(st, offs, data[sel], update if st.mtype != "uc" else (),
-                                   self.write_back, writer, dispatch, reader)
+                                   self.write_back, writer, dispatch, reader, self.l2[slot])
         watch = space.__dict__.get("watch_stores")
         if watch is not None and groups:  # a spin watch (shader.core): with the model on every store counts as a
             watch[0] += 1  # change (a spin that stores is then not found; never a false livelock)
@@ -93,6 +99,10 @@ def vector(instr: Instr, ctx: Context):
         return lanemem
     f, arch = instr.fields, ctx.arch
     levels = _VECTOR[arch]
+    if arch == "gfx942" and model.n_xcc > 1 and f.get("sc1"):  # device or system scope with an L2 per XCC: the
+        # access is coherent across the XCCs (memory, seeing their dirty bytes; a store writes through: the weaker
+        # reading of the SC scope bits)
+        return Lanes(model, instr, ctx, _by_mtype(()), _UPDATE[arch], False, every_l2=True)
     if arch == "gfx942":
         bypass = bool(f.get("sc0") or f.get("sc1"))
         write_back = not (f.get("sc0") and f.get("sc1"))
@@ -105,10 +115,14 @@ def vector(instr: Instr, ctx: Context):
 
 
 def atomic(instr: Instr, ctx: Context):
-    """Atomics are performed at GL2 (VRAM) or memory; they go around the vector levels, updating their copies."""
+    """Atomics are performed at GL2 (VRAM) or memory; they go around the vector levels, updating their copies.
+    With an L2 per XCC, at memory, coherently across the XCCs (LLVM: sc1 marks agent/system-scope coherence of an
+    atomic; the weaker reading gives it to every atomic)."""
     model = model_of(ctx)
     if model is None:
         return lanemem
+    if model.n_xcc > 1:
+        return Lanes(model, instr, ctx, _by_mtype(()), _UPDATE[ctx.arch], False, every_l2=True)
     return Lanes(model, instr, ctx, _by_mtype(("GL2",)), _UPDATE[ctx.arch], True)
 
 
@@ -127,14 +141,15 @@ class InstructionFetch:
 
     def __init__(self, model, arch: str):
         self.model = model
-        self.routes = [{k: on_cu(v, cu) for k, v in _by_mtype(_IFETCH[arch]).items()} for cu in range(N_CU)]
+        self.routes = [{k: on_slot(v, slot) for k, v in _by_mtype(_IFETCH[arch]).items()}
+                       for slot in range(model.n_slots)]
 
     def __call__(self, space, pc: int, nbytes: int, kernel: str) -> bytes:
         m = space.find(pc)
         st = self.model.state(m)
         lo = pc - m.start
         d = self.model.agent
-        cu = self.model.cu_of(d if getattr(d, "kind", "") == "dispatch" else None)
+        cu = self.model.slot
         gli = st.levels.get(f"GLI.{cu}")
         if gli is not None and gli.valid[lo >> 7] and gli.valid[(lo + nbytes - 1) >> 7]:  # the hot path: a hit
             data = gli.data[lo:lo + nbytes]
@@ -169,6 +184,6 @@ def compile_control(instr: Instr, ctx: Context, mnemonic: str):
     step = advance(instr.size)
 
     def run(W, w):
-        model.perform(actions)
+        model.perform(actions, model.slot)  # the issuing waves' CU and XCC
         step(W, w)
     return run

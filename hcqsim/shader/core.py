@@ -275,9 +275,24 @@ _POLLS = ("load", "atomic")  # ... and of those that read it: what a spinning wa
 QUIET_STEPS = 64  # write-free issue steps before a watched dispatch's state is snapshotted
 
 
+def _run_placed(run, W: Waves, sel: np.ndarray, slots: np.ndarray, model) -> None:
+    """A memory instruction for waves on several CU slots: one run per slot, each with `model.slot` set (the CUs
+    act independently; their order here is one the hardware allows)."""
+    here = slots[sel]
+    for slot in np.unique(here).tolist():
+        model.slot = slot
+        part = sel[here == slot]
+        run(W, slice(None) if part.size == W.n else part)
+
+
+# instructions whose effect depends on the CU / XCC they run on (the cache model's paths): the others run once
+_PLACED = ("global_", "flat_", "scratch_", "buffer_", "s_load", "s_buffer", "s_dcache", "s_icache", "s_gl1")
+
+
 def _classify(run) -> None:
     """Mark a compiled instruction as writing and/or reading memory (outside LDS), from its mnemonic."""
     name = getattr(run, "text", "").split(" ", 1)[0]
+    run.placed = name.startswith(_PLACED)
     local = name.startswith("ds_")
     run.writes = not local and any(p in name for p in _WRITES)
     run.loads = not local and any(p in name for p in _POLLS)
@@ -326,6 +341,7 @@ class ActiveDispatch:
         self._quiet = (-1, 0)  # (epoch, steps since it last changed) while watching
         self._changes = [0]  # stores that changed memory while watched (shader.lanemem counts them)
         self.changed_at = 0  # the issue step of the last store that changed memory (any store before watching)
+        self.home_slot = 0  # memory model: the CU slot of the running batch's first wave (`_placement`)
 
     @property
     def name(self) -> str:
@@ -343,6 +359,8 @@ class ActiveDispatch:
         """Run up to `budget` issue steps; returns the number run. Errors (faults) end the dispatch."""
         self._budget, start = budget, self.steps
         mem = self.core.gpu.memory
+        if self.core.gpu.coherence is not None:
+            self.core.gpu.coherence.slot = self.home_slot
         if self.watching:  # stores compare old and new bytes: one that changes nothing is not a write (a spin)
             mem.watch_stores = self._changes
         try:
@@ -367,13 +385,24 @@ class ActiveDispatch:
         gx, gy, _ = self.d.groups
         return np.stack([lin % gx, (lin // gx) % gy, lin // (gx * gy)], axis=1)
 
+    def _placement(self, model, batch: np.ndarray, W: Waves):
+        """Memory model on: the CU slot of each wave of the batch (its workgroup's, `model.place`), or None with
+        every wave on one slot (then `model.slot` is set once)."""
+        gx, gy, _ = self.d.groups
+        slots = model.place(self, batch[:, 0] + batch[:, 1] * gx + batch[:, 2] * (gx * gy))[W.group]
+        model.slot = self.home_slot = int(slots[0])  # advance() restores it: another dispatch may run in between
+        return None if (slots == slots[0]).all() else slots
+
     def _execute(self):
         core, d, ctx = self.core, self.d, self.ctx
         stats = core.stats
         choose, split = self.choose_waves, self.split_waves
+        model, slots = core.gpu.coherence, None
         for start in range(0, self.n_groups, self.batch_groups):
             self.batch_ids = batch = self._batch(start)
             W = core._launch(d, self.rsrc2, batch, self.lanes, self.vgprs, self.wpg)
+            if model is not None:
+                slots = self._placement(model, batch, W)
             if self.scratch is not None:  # wave slot i owns [base + i * wavesize, + wavesize), lanes side by side
                 W.scratch_base = self.scratch[0] + np.arange(W.n, dtype=np.uint64) * np.uint64(self.scratch[1])
                 W.scratch_lane = self.scratch[1] // self.lanes
@@ -398,12 +427,17 @@ class ActiveDispatch:
                     if k is not None and 0 <= k < sel.size:
                         sel = sel[k:k + 1]
                 w = slice(None) if sel.size == W.n else sel
+                if slots is not None:  # the fetch goes through the first selected wave's CU
+                    model.slot = int(slots[sel[0]])
                 run = core.instruction(pc, W, ctx, d)
                 if self.watching and run.loads and self._snap is not None:  # only in a write-free stretch
                     self._note_poll(pc, run, W, sel)
                 changes = self._changes[0]
                 try:
-                    run(W, w)
+                    if slots is None or not run.placed:
+                        run(W, w)
+                    else:
+                        _run_placed(run, W, sel, slots, model)
                 except VMFaultError as e:  # stays a VM fault (memory exception to KFD), now naming kernel and PC
                     fault = VMFaultError(e.address, e.size, e.access, e.reason, page=e.page)
                     fault.args = (f"{ctx.kernel}, PC +0x{pc - d.pgm_addr:x} ({run.text}): {e}",)
