@@ -48,10 +48,16 @@ class Lanes:
                  write_back: bool = True, every_l2: bool = False):
         self.model, self.write_back, self.every_l2 = model, write_back, every_l2
         self.pc, self.mnemonic, self.kernel = instr.pc, instr.mnemonic, ctx.kernel
-        # per CU slot: the paths with that slot's copies of GLV/GLK/GLI (coherence.model.PER_CU) and its XCC's L2
-        self.routes = [{k: on_slot(v, slot) for k, v in routes.items()} for slot in range(model.n_slots)]
-        self.update = [on_slot(update, slot) for slot in range(model.n_slots)]
-        self.l2 = [on_slot(("GL2",), slot)[0] for slot in range(model.n_slots)]
+        self._routes, self._update = routes, update
+        self._paths: dict[int, tuple] = {}  # slot -> (routes, update, L2 name), made on first use
+
+    def _path(self, slot: int) -> tuple:
+        """The paths with CU slot `slot`'s copies of GLV/GLK/GLI (coherence.model.PER_CU) and its XCC's L2."""
+        p = self._paths.get(slot)
+        if p is None:
+            p = self._paths[slot] = ({k: on_slot(v, slot) for k, v in self._routes.items()},
+                                     on_slot(self._update, slot), on_slot(("GL2",), slot)[0])
+        return p
 
     def _who(self):
         d = self.model.agent
@@ -64,7 +70,7 @@ class Lanes:
         out = np.empty((addrs.size, nbytes), np.uint8)
         d, reader = self._who()
         dispatch = d if d is not None and getattr(d, "kind", "") == "dispatch" else None
-        routes = self.routes[self.model.slot]
+        routes = self._path(self.model.slot)[0]
         for m, sel in groups:
             st = self.model.state(m)
             offs = (addrs[sel] - np.uint64(m.start)).astype(np.int64)
@@ -79,12 +85,12 @@ class Lanes:
         slot = self.model.slot
         writer = self.model.actor((id(dispatch), self.pc, slot), reader, queue)
         self.model.actor_dispatch[writer] = id(dispatch) if dispatch is not None else -1
-        update = self.update[slot]  # the writing CU's copies only: the others go stale
+        _, update, l2 = self._path(slot)  # the writing CU's copies only: the others go stale
         for m, sel in groups:
             st = self.model.state(m)
             offs = (addrs[sel] - np.uint64(m.start)).astype(np.int64)
             self.model.lanes_store(st, offs, data[sel], update if st.mtype != "uc" else (),
-                                   self.write_back, writer, dispatch, reader, self.l2[slot])
+                                   self.write_back, writer, dispatch, reader, l2)
         watch = space.__dict__.get("watch_stores")
         if watch is not None and groups:  # a spin watch (shader.core): with the model on every store counts as a
             watch[0] += 1  # change (a spin that stores is then not found; never a false livelock)
