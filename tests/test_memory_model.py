@@ -692,6 +692,43 @@ def test_workgroups_of_one_dispatch_on_different_cus_need_agent_scope_fences_to_
     assert _handoff(target, "adversarial", fences=True, policy="random")[:2] == (NEW, OLD)
 
 
+def test_a_dispatch_keeps_its_cu_while_another_queues_dispatch_is_placed_between_its_steps():
+    """gfx942 (no GL1 to hide it): kernel 0 leaves x's old words in CU 0's vector cache, the CP rewrites x; then a
+    kernel on CU 1 (queue 0) and one on CU 0 (queue 1) run interleaved, issue step by issue step. The CU 1 kernel
+    must read x through CU 1 (nothing there: the new words) even after the other kernel was placed on CU 0."""
+    from hcqsim.gpu import ExplicitChoices
+    from hcqsim.runtime import open_device
+    target, turn = "gfx942", [0]
+
+    def rotate(n):
+        turn[0] += 1
+        return turn[0] % n, 1
+    policy = ExplicitChoices(rotate)
+    dev = open_device("sim", target=target, memory_model="adversarial", policy=policy)
+    gpu = dev.os.system.gpus[0]
+    # the reader is the only dispatch that is second on its queue: CU 1; the others CU 0
+    policy.choose_cu = lambda n: 1 if gpu.coherence.agent.seq == 1 else 0
+    try:
+        x, junk, out, y, other = bufs = [dev.alloc(4096) for _ in range(5)]
+        for b in bufs:
+            b.view[:] = np.frombuffer(np.full(1024, OLD, np.uint32).tobytes(), np.uint8)
+        prog = dev.load_program(_code("copy", target), "copy")
+        go, done0, done1 = dev.new_signal(0), dev.new_signal(0), dev.new_signal(0)
+        q1 = dev.compute_queue(1).wait(go, 1)
+        _exec(q1, prog, [y, other], acquire=[]).signal(done1, 1).submit()  # on CU 0, beside the reader
+        q0 = dev.compute_queue(0)
+        _exec(q0, prog, [x, junk])  # CU 0 keeps x's old words
+        _rewrite(q0, x)
+        q0._add(pm4.write_data(go.value_addr, [1]))  # opens queue 1's gate without a cache action
+        _exec(q0, prog, [x, out], acquire=[])  # the reader, on CU 1
+        q0.signal(done0, 1).submit()
+        done0.wait(1)
+        done1.wait(1)
+        assert int(out.view[:4].view(np.uint32)[0]) == NEW
+    finally:
+        dev.close()
+
+
 def test_workgroups_placed_on_one_cu_see_each_others_stores_without_fences():
     """The placement is the policy's: both workgroups on one CU (and XCC) share every cache, so the same unfenced
     kernel reads the new words; the default puts them apart."""

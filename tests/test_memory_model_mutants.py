@@ -98,6 +98,13 @@ def one_cu_per_dispatch(mp):
     mp.setattr(cache_model.CacheModel, "place", lambda self, dispatch, ids: np.zeros(len(ids), np.int64))
 
 
+def slot_not_restored(mp):
+    """A dispatch resumed after another dispatch was placed keeps running on that one's CU slot."""
+    from hcqsim.shader import core
+    mp.setattr(core.ActiveDispatch, "home_slot", property(lambda self: self.core.gpu.coherence.slot,
+                                                          lambda self, v: None), raising=False)
+
+
 def runtime_acquire_without_l2(mp):
     """The runtime's per-dispatch ACQUIRE_MEM on gfx9 without TC_WB and TC (the vector L1 and K$ only)."""
     from hcqsim.runtime import program
@@ -182,6 +189,8 @@ MUTANTS = {  # name -> (plant, the checks expected to catch it)
                    "gfx1100"),
         model_test(M.test_workgroups_of_one_dispatch_on_different_cus_need_agent_scope_fences_to_hand_data_over,
                    "gfx942")]),
+    "a resumed dispatch on the last placed one's CU": (slot_not_restored, [
+        model_test(M.test_a_dispatch_keeps_its_cu_while_another_queues_dispatch_is_placed_between_its_steps)]),
     "runtime per-dispatch acquire without TC_WB / TC (gfx942)": (runtime_acquire_without_l2, [
         model_test(M.test_gfx942_a_kernel_on_another_xcc_sees_the_words_after_an_agent_scope_release_and_acquire,
                    "the runtime's ACQUIRE_MEM (TC_WB, TC)", "fill_a", "copy", None)]),
