@@ -126,9 +126,13 @@ def initiator(**bits: int) -> int:
 # offsets relative to NBIO base segment 2 (BASE_IDX 2), by NBIO IP version. Sources: Linux
 # drivers/gpu/drm/amd/include/asic_reg/nbio/nbio_4_3_0_offset.h (regBIF_BX_PF_GPU_HDP_FLUSH_REQ 0x0106 / _DONE 0x0107,
 # gfx11 parts; facts 6.4) and nbio_7_9_0_offset.h (regBIF_BX_PF0_GPU_HDP_FLUSH_REQ 0x0106 / _DONE 0x0107, BASE_IDX 2,
-# read for gfx942: nbio_v7_9.c get_hdp_flush_req/done_offset return these). A real ring carries them plus the NBIO
-# segment base from IP discovery; the emulator places that segment at 0, so the offsets appear as they are.
-HDP_FLUSH_REGS = {(4, 3, 0): (0x106, 0x107), (7, 9, 0): (0x106, 0x107)}
+# read for gfx942: nbio_v7_9.c get_hdp_flush_req/done_offset return these). A ring carries them plus the NBIO
+# segment-2 base (SOC15_REG_OFFSET: adev->reg_offset[NBIO_HWIP][0][2] + reg), which is 0xD20 on these parts
+# (NBIO_BASE = {0, 0x14, 0xD20, 0x10400, ...} in Linux's *_ip_offset.h headers: navi10, vangogh, cyan_skillfish;
+# the same table IP discovery gives gfx11 and gfx942): what tinygrad's KFD path writes (0xE26 / 0xE27).
+NBIO_SEGMENT2_BASE = 0xD20
+HDP_FLUSH_REGS = {(4, 3, 0): (NBIO_SEGMENT2_BASE + 0x106, NBIO_SEGMENT2_BASE + 0x107),
+                  (7, 9, 0): (NBIO_SEGMENT2_BASE + 0x106, NBIO_SEGMENT2_BASE + 0x107)}
 # The client bits of GPU_HDP_FLUSH_REQ/DONE (facts 6.4): cp0..cp9 = bits 0..9 (gfx ring cp0, MEC1 pipes cp2+pipe,
 # MEC2 pipes cp6+pipe), sdma0 / sdma1 = bits 10 / 11.
 HDP_FLUSH_CP0, HDP_FLUSH_SDMA0 = 1 << 0, 1 << 10

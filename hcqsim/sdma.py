@@ -327,10 +327,10 @@ def poll_regmem(addr: int, ref: int, mask: int = 0xFFFFFFFF, func: int = 5, *, i
                   retry_count=retry_count, **flags)
 
 
-def hdp_flush(request_reg: int = 0x106, done_reg: int = 0x107, engine_bit: int = 1 << 10,
+def hdp_flush(request_reg: int = 0xD20 + 0x106, done_reg: int = 0xD20 + 0x107, engine_bit: int = 1 << 10,
               version="sdma6") -> list[int]:
     """The HDP-flush handshake form of POLL_REGMEM (amdgpu emit_hdp_flush): register dword offsets of
-    GPU_HDP_FLUSH_REQ / _DONE (defaults: NBIO 4.3 on gfx11) and this engine's bit (sdma0 = bit 10)."""
+    GPU_HDP_FLUSH_REQ / _DONE (defaults: NBIO 4.3 on gfx11, segment base 0xD20 included) and this engine's bit (sdma0 = bit 10)."""
     addr = (done_reg << 2) | (request_reg << 2) << 32  # dw1 = DONE offset << 2, dw2 = REQ offset << 2
     return encode("POLL_REGMEM", version, hdp_flush=1, mem_poll=0, func=3, addr=addr, value=engine_bit,
                   mask=engine_bit, interval=10, retry_count=0xFFF)

@@ -99,7 +99,7 @@ def read(mem, n: int = len(DATA)) -> bytes:
 
 def pm4_hdp_flush(bit: int = 1 << 2) -> list[int]:
     """amdgpu's ring HDP flush (facts 3.3 / 6.4): OPERATION 1, REQ = dw2, DONE = dw3, REF = MASK = the client bit."""
-    return pm4.wait_reg_mem(0x107 << 32 | 0x106, bit, mask=bit, function=3, mem_space=0, operation=1,
+    return pm4.wait_reg_mem(0xE27 << 32 | 0xE26, bit, mask=bit, function=3, mem_space=0, operation=1,
                             poll_interval=0x20)
 
 
@@ -107,8 +107,9 @@ def pm4_hdp_flush(bit: int = 1 << 2) -> list[int]:
 
 def test_flush_handshake_registers_per_nbio_version():
     # nbio_4_3_0_offset.h and nbio_7_9_0_offset.h: GPU_HDP_FLUSH_REQ 0x0106, _DONE 0x0107, BASE_IDX 2
-    assert hdp_flush_registers((4, 3, 0)) == (0x106, 0x107)
-    assert hdp_flush_registers((7, 9, 0)) == (0x106, 0x107)
+    # BASE_IDX 2 offsets 0x106 / 0x107 plus NBIO segment 2 at 0xD20, as a ring (and tinygrad) carries them
+    assert hdp_flush_registers((4, 3, 0)) == (0xE26, 0xE27)
+    assert hdp_flush_registers((7, 9, 0)) == (0xE26, 0xE27)
     assert set(HDP_FLUSH_REGS) == {(4, 3, 0), (7, 9, 0)}
     with pytest.raises(KeyError, match="NBIO 9.9.9"):
         hdp_flush_registers((9, 9, 9))
@@ -319,7 +320,7 @@ def test_a_write_wait_on_registers_other_than_the_flush_pair_is_unsupported(mach
     with pytest.raises(ClientTimeout):
         h.run_cp(pm4.wait_reg_mem(0x201 << 32 | 0x200, 4, mask=4, function=3, mem_space=0, operation=1))
     (fault,) = h.system.gpus[0].faults
-    assert fault.kind == "unsupported" and "GPU_HDP_FLUSH_REQ/DONE (0x106/0x107)" in fault.message
+    assert fault.kind == "unsupported" and "GPU_HDP_FLUSH_REQ/DONE (0xe26/0xe27)" in fault.message
 
 
 def test_an_sdma_hdp_flush_naming_other_registers_is_unsupported(machine):
@@ -334,7 +335,7 @@ def test_a_flush_handshake_whose_compare_cannot_pass_stalls_its_queue(machine):
     h = machine("coherent")
     # REF 4 written to REQ, DONE shows 4; (4 & MASK 4) == REF 8 never holds
     with pytest.raises(ClientTimeout):
-        h.run_cp(pm4.wait_reg_mem(0x107 << 32 | 0x106, 8, mask=4, function=3, mem_space=0, operation=1))
+        h.run_cp(pm4.wait_reg_mem(0xE27 << 32 | 0xE26, 8, mask=4, function=3, mem_space=0, operation=1))
     assert not h.system.gpus[0].faults
     (blocked,) = h.system.gpus[0].blocked()
     assert "WAIT_REG_MEM" in blocked.packet

@@ -245,7 +245,7 @@ def test_wait_on_a_register(gpu, buf):
 def test_hdp_flush_write_then_wait_completes(gpu, buf):
     """6.4: amdgpu's HDP flush (OPERATION 1, register space) completes at once in the emulator."""
     q = gpu.compute_queue()
-    q.submit(pm4.wait_reg_mem(0x107 << 32 | 0x106, 4, mask=4, function=3, mem_space=0, operation=1,
+    q.submit(pm4.wait_reg_mem(0xE27 << 32 | 0xE26, 4, mask=4, function=3, mem_space=0, operation=1,
                               poll_interval=0x20) + pm4.write_data(buf.va, [1]))
     no_faults(gpu)
     assert buf.u32()[0] == 1

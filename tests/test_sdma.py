@@ -52,8 +52,9 @@ def test_golden_poll_regmem_memory_greater_equal():
 
 
 def test_golden_poll_regmem_hdp_flush_form():
-    # dw0 OP 8 | HDP_FLUSH << 26 | FUNC 3 << 28; dw1 DONE 0x107 << 2; dw2 REQ 0x106 << 2; bit 10 = sdma0
-    assert sdma.hdp_flush() == [0x34000008, 0x0000041C, 0x00000418, 0x00000400, 0x00000400, 0x0FFF000A]
+    # dw0 OP 8 | HDP_FLUSH << 26 | FUNC 3 << 28; dw1 DONE (0xD20 + 0x107) << 2; dw2 REQ (0xD20 + 0x106) << 2;
+    # bit 10 = sdma0
+    assert sdma.hdp_flush() == [0x34000008, 0x0000389C, 0x00003898, 0x00000400, 0x00000400, 0x0FFF000A]
 
 
 def test_golden_trap():
