@@ -219,7 +219,7 @@ def test_a_second_thread_inside_one_device_gets_a_clear_error_and_changes_nothin
     buffers = len(dev._buffers)
     with pytest.raises(ConcurrentUseError) as e:
         dev.alloc(4096)
-    assert "alloc from thread 'MainThread' while thread 'waiter' is inside wait_value" in str(e.value)
+    assert "alloc from thread 'MainThread' while thread 'waiter' is inside wait_signal" in str(e.value)
     assert "Nothing was done" in str(e.value) and len(dev._buffers) == buffers
     sig.value = 1  # plain memory: no turn needed; the waiter's wait ends normally
     waiter.join(30)
@@ -339,3 +339,122 @@ def test_kernargs_of_kernels_still_waiting_are_never_reused(monkeypatch, aql):
             assert np.array_equal(np.frombuffer(dev.copyout(b, 256), np.uint32), np.arange(64) * (k + 2)), k
     finally:
         dev.close()
+
+
+# -- every public Device call holds the Device's turn for its whole duration ------------------------------------
+
+class RecordingTurn:
+    """A Device's Turn that records the outermost calls it admits (depth 0 -> 1) and every release to depth 0."""
+
+    def __init__(self, turn):
+        self.turn, self.events = turn, []
+
+    def enter(self, device, call):
+        if self.turn.depth == 0 or self.turn.owner != threading.get_ident():
+            self.events.append(("enter", call))
+        self.turn.enter(device, call)
+
+    def leave(self):
+        self.turn.leave()
+        if self.turn.depth == 0:
+            self.events.append(("leave", None))
+
+    def __getattr__(self, name):
+        return getattr(self.turn, name)
+
+
+def _scale_code(target: str) -> bytes:
+    from hcqsim.compiler import compile_llvm
+    return compile_llvm(SCALE, target)
+
+
+# Every public Device method, called once with valid arguments: (method name, call(dev, things) -> None). `things`
+# holds what setup made before the turn is watched (buffers, signals, the code object).
+GUARDED_CALLS = {
+    "alloc": lambda d, t: d.alloc(4096),
+    "free": lambda d, t: d.free(t["spare_buf"]),
+    "map_to": lambda d, t: d.map_to(t["buf"], d),
+    "new_signal": lambda d, t: d.new_signal(0),
+    "free_signal": lambda d, t: d.free_signal(t["spare_sig"]),
+    "next_timeline": lambda d, t: d.next_timeline(),
+    "load_program": lambda d, t: d.load_program(t["code"], "scale"),
+    "kernarg_alloc": lambda d, t: d.kernarg_alloc(64),
+    "scratch_memory": lambda d, t: d.scratch_memory(4096),
+    "next_dispatch_id": lambda d, t: d.next_dispatch_id(),
+    "compute_queue": lambda d, t: d.compute_queue(),
+    "copy_queue": lambda d, t: d.copy_queue(),
+    "hardware_ring": lambda d, t: d.hardware_ring("copy"),
+    "submit_packets": lambda d, t: d.submit_packets("compute", [__import__("hcqsim.pm4").pm4.nop(4)]),
+    "wait_signal": lambda d, t: d.wait_signal(t["sig"], 0),
+    "wait_value": lambda d, t: d.wait_value(t["sig"], 0, "a set signal"),
+    "synchronize": lambda d, t: d.synchronize(),
+    "copyin": lambda d, t: d.copyin(t["buf"], b"abcd"),
+    "copyout": lambda d, t: d.copyout(t["buf"], 4),
+    "transfer": lambda d, t: d.transfer(t["other"], t["buf"], 64),
+    "freed_memory_at": lambda d, t: d.freed_memory_at(t["buf"].va),
+    "close": lambda d, t: d.close(),
+}
+# Public methods that need no turn, and why (each touches no host state of the Device that a call changes).
+UNGUARDED = {
+    "hdp_flush": "one plain 32-bit store to the MMIO-remap page, as a CPU does on hardware",
+    "completion_slot": "returns two values fixed at bring-up",
+    "queue_count": "reads the node's sysfs properties, fixed at bring-up",
+}
+
+
+def test_the_table_names_every_public_device_method():
+    """A new public Device method must join GUARDED_CALLS (and so the checks below) or UNGUARDED with a reason."""
+    import inspect
+    from hcqsim.runtime.device import Device
+    public = {n for n, v in inspect.getmembers(Device, inspect.isfunction) if not n.startswith("_")}
+    assert public == set(GUARDED_CALLS) | set(UNGUARDED), (sorted(public - set(GUARDED_CALLS) - set(UNGUARDED)),
+                                                           sorted((set(GUARDED_CALLS) | set(UNGUARDED)) - public))
+    assert not set(GUARDED_CALLS) & set(UNGUARDED)
+
+
+@pytest.mark.parametrize("name", sorted(GUARDED_CALLS))
+def test_a_public_device_call_holds_the_turn_from_its_start_to_its_end(name):
+    """The call is the only outermost entry into the Device's turn, and the turn is not released before it
+    returns: nested calls (a copyout's next_timeline, copy_queue, wait_value) never leave a gap in which another
+    thread could get in and, say, refill the staging buffer the copyout is about to read."""
+    dev = open_device("sim")
+    try:
+        things = {"buf": dev.alloc(4096), "sig": dev.new_signal(1), "other": dev.alloc(4096),
+                  "spare_buf": dev.alloc(4096), "spare_sig": dev.new_signal(0), "code": _scale_code(dev.target)}
+        dev._turn = recording = RecordingTurn(dev._turn)  # test-only look at the turn
+        GUARDED_CALLS[name](dev, things)
+        assert recording.events == [("enter", name), ("leave", None)], recording.events
+    finally:
+        dev._turn = getattr(dev._turn, "turn", dev._turn)
+        dev.close()
+
+
+def test_a_copyout_racing_another_thread_keeps_its_turn_between_its_chunks(free_running_device, monkeypatch):
+    """Two threads: one inside copyout, stopped (by the test) where it has submitted nothing yet and holds no
+    nested call; the other calls copyin, which would refill the very staging buffer the copyout reads. The copyin
+    is refused (ConcurrentUseError naming copyout), and the copyout then returns the buffer's own bytes."""
+    dev = free_running_device
+    buf, other = dev.alloc(4096), dev.alloc(4096)
+    dev.copyin(buf, b"A" * 4096)
+    inside, go = threading.Event(), threading.Event()
+    real_staging = dev._staging_buffers
+
+    def stopping_staging():  # copyout calls this helper itself, between its guarded steps
+        if threading.current_thread().name == "copyout":
+            inside.set()
+            go.wait(30)
+        return real_staging()
+
+    monkeypatch.setattr(dev, "_staging_buffers", stopping_staging)
+    result = {}
+    reader = threading.Thread(target=lambda: result.setdefault("out", dev.copyout(buf, 4096)), name="copyout")
+    reader.start()
+    assert inside.wait(30)
+    try:
+        with pytest.raises(ConcurrentUseError) as e:
+            dev.copyin(other, b"B" * 4096)
+        assert "inside copyout" in str(e.value)
+    finally:
+        go.set()
+        reader.join(30)
+    assert result["out"] == b"A" * 4096

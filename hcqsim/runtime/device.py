@@ -415,6 +415,7 @@ class Device:
             self._graveyard.pop(va, None)
             self.os.munmap(va, size)
 
+    @exclusive
     def freed_memory_at(self, address: int) -> str | None:
         """Sanitizer: what freed allocation `address` falls in and where it was freed (None: none known)."""
         for va, (size, what) in self._graveyard.items():
@@ -620,6 +621,7 @@ class Device:
                              f"{self.queue_count(engine)} {engine} queues")
         return index
 
+    @exclusive
     def hardware_ring(self, engine: str, index: int = 0) -> HardwareRing:
         """The ring of hardware queue `index` of `engine`, created through CREATE_QUEUE on first use."""
         self._check_open()
@@ -714,6 +716,7 @@ class Device:
 
     # -- waiting -----------------------------------------------------------------------------------
 
+    @exclusive
     def wait_signal(self, signal: Signal, value: int, timeout_ms: int = 30_000) -> None:
         expect(signal, Signal, "wait_signal: signal")
         check_signal_value(value, "wait value")
