@@ -7,8 +7,15 @@ one-GPU system, and must fail with that errno. `python3 -m tests.audit --only er
 Linux; `tests/test_kfd_kernel_exact.py` requires all of them.
 
 Rows follow current kernels where they changed: an nr outside the table is -ENOTTY since 57af162bfc8c ("drm/amdkfd:
-return -ENOTTY for unsupported IOCTLs"), an event page below 32 KiB is -EINVAL since 8a70a26c9f34 ("drm/amdkfd: Fix
-out-of-bounds write in kfd_event_page_set()"), both in the stable kernels.
+return -ENOTTY for unsupported IOCTLs"; kfd_ioctl starts from retcode = -EINVAL, and both `nr >=
+AMDKFD_CORE_IOCTL_COUNT` and an nr outside [AMDKFD_COMMAND_START, AMDKFD_COMMAND_END) now set retcode = -ENOTTY
+before `goto err_i1`: re-read in gregkh/linux kfd_chardev.c at 01ffa1ba69d9; older kernels answer -EINVAL), an
+event page below 32 KiB is -EINVAL since 8a70a26c9f34 ("drm/amdkfd: Fix out-of-bounds write in
+kfd_event_page_set()"), both in the stable kernels. The render-node rows follow drm_ioctl.c drm_ioctl (an nr past
+DRM_CORE_IOCTL_COUNT or past the driver's table is `goto err_i1` with retcode -EINVAL) and amdgpu_kms.c.
+
+Not covered: CRIU_OP, DBG_TRAP and GET_DMABUF_INFO, which hcqsim does not emulate (-EOPNOTSUPP, saying so), and
+checks that need capabilities, a second process or a small-BAR part.
 """
 from __future__ import annotations
 
@@ -133,6 +140,100 @@ def _tile(**fields) -> Callable:
 def _xnack_with_queue(rt) -> None:
     rt.compute_queue()
     rt.ioctl("SET_XNACK_MODE", xnack_enabled=1)
+
+
+def _freed(name: str, **fields) -> Callable:
+    """`name` on the handle of a GTT BO that was freed (its idr slot is gone)."""
+    def call(rt):
+        from tests.test_kfd_driver import GTT
+        m = rt.alloc(4096, GTT)
+        rt.free(m)
+        ids = (ctypes.c_uint32 * 1)(rt.gpu_id())
+        f = {"handle": m.handle, "device_ids_array_ptr": ctypes.addressof(ids), "n_devices": 1}
+        f.update(fields)
+        rt.ioctl(name, **{key: v for key, v in f.items() if key in dict(k.IOCTLS[name].struct._fields_)})
+    return call
+
+
+def _twice(first: Callable, second: Callable) -> Callable:
+    """`first(rt)` -> an id, then `second(rt, id)` twice: the second time fails."""
+    def call(rt):
+        ident = first(rt)
+        second(rt, ident)
+        second(rt, ident)
+    return call
+
+
+def _destroyed_queue(name: str, **fields) -> Callable:
+    def call(rt):
+        q = rt.compute_queue()
+        rt.ioctl("DESTROY_QUEUE", queue_id=q.qid)
+        rt.ioctl(name, **dict({"queue_id": q.qid}, **fields))
+    return call
+
+
+def _destroyed_event(name: str) -> Callable:
+    def call(rt):
+        eid = rt.event()
+        rt.ioctl("DESTROY_EVENT", event_id=eid)
+        rt.ioctl(name, event_id=eid)
+    return call
+
+
+def _svm_range(rt) -> int:
+    """A page range registered with SVM (SET_ATTR with no attributes): its start address."""
+    va = rt.os.mmap(0, 0x2000, 3, 0x22)  # PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS
+    rt.ioctl("SVM", start_addr=va, size=0x2000, op=k.KFD_IOCTL_SVM_OP_SET_ATTR, nattr=0)
+    return va
+
+
+def _alloc_over_svm(userptr: bool) -> Callable:
+    def call(rt):
+        va = _svm_range(rt)
+        if userptr:  # the user pages are the SVM range; the GPU VA is elsewhere
+            rt.ioctl("ALLOC_MEMORY_OF_GPU", gpu_id=rt.gpu_id(), va_addr=rt.reserve(0x2000), size=0x2000,
+                     mmap_offset=va, flags=k.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | k.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE)
+        else:
+            rt.ioctl("ALLOC_MEMORY_OF_GPU", gpu_id=rt.gpu_id(), va_addr=va, size=0x2000,
+                     flags=k.KFD_IOC_ALLOC_MEM_FLAGS_GTT | k.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE)
+    return call
+
+
+def _kfd_mmap(mtype: int, length: int, gpu: int | None = None) -> Callable:
+    """mmap of /dev/kfd at the offset of `mtype` (a KFD_MMAP_TYPE_*) and a gpu_id (None: the runtime's GPU)."""
+    def call(rt):
+        gpu_id = rt.gpu_id() if gpu is None else gpu
+        rt.os.mmap(0, length, 3, 0x01, rt.kfd, k.mmap_offset(mtype, gpu_id))  # MAP_SHARED
+    return call
+
+
+def _drm(request: int, arg) -> Callable:
+    return lambda rt: rt.os.ioctl(rt.gpus[0][2], request, arg() if callable(arg) else arg)
+
+
+def _info(query: int, size: int = 8, pointer: int | None = None, **union) -> Callable:
+    """DRM_IOCTL_AMDGPU_INFO `query` on the render node, return_size `size`, into a buffer (or `pointer`)."""
+    def call(rt):
+        from hcqsim import drm_uapi as d
+        out = (ctypes.c_uint8 * max(size, 64))()
+        args = d.DrmAmdgpuInfo(return_pointer=ctypes.addressof(out) if pointer is None else pointer,
+                               return_size=size, query=query)
+        for member, fields in union.items():
+            for name, value in fields.items():
+                setattr(getattr(args, member), name, value)
+        rt.os.ioctl(rt.gpus[0][2], d.DRM_IOCTL_AMDGPU_INFO, args)
+    return call
+
+
+def _drm_version_name_at(pointer: int) -> Callable:
+    def call(rt):
+        from hcqsim import drm_uapi as d
+        rt.os.ioctl(rt.gpus[0][2], d.DRM_IOCTL_VERSION, d.DrmVersion(name_len=16, name=pointer))
+    return call
+
+
+def _ioctl_at(name: str, address: int) -> Callable:
+    return lambda rt: rt.os.ioctl(rt.kfd, getattr(k, f"AMDKFD_IOC_{name}"), address)
 
 
 C, E, Q, P = "kfd_chardev.c", "kfd_events.c", "kfd_process_queue_manager.c", "kfd_process.c"
@@ -305,7 +406,113 @@ ROWS: tuple[Row, ...] = (
         lambda rt: _wait(rt, [1], UNMAPPED)),
     Row("WAIT_EVENTS 2^32-1 events", errno.ENOMEM, f"{E} kfd_wait_on_events: alloc_event_waiters (kcalloc) fails",
         lambda rt: rt.ioctl("WAIT_EVENTS", events_ptr=UNMAPPED, num_events=0xFFFFFFFF, timeout=0)),
+    # dispatch: the argument copies of kfd_ioctl for each direction
+    Row("GET_VERSION (_IOR) argument at an unmapped address", errno.EFAULT,
+        f"{C} kfd_ioctl: copy_to_user of the result", _ioctl_at("GET_VERSION", UNMAPPED)),
+    Row("CREATE_QUEUE (_IOWR) argument at an unmapped address", errno.EFAULT,
+        f"{C} kfd_ioctl: copy_from_user of the argument", _ioctl_at("CREATE_QUEUE", UNMAPPED)),
+    Row("WAIT_EVENTS argument at a kernel address", errno.EFAULT, f"{C} kfd_ioctl: copy_from_user (access_ok)",
+        _ioctl_at("WAIT_EVENTS", KERNEL_VA)),
+    # queues, by id: what pqm_* answer for a queue that is gone
+    Row("DESTROY_QUEUE twice", errno.EINVAL, f"{Q} pqm_destroy_queue: no queue with that id",
+        _destroyed_queue("DESTROY_QUEUE")),
+    Row("UPDATE_QUEUE a destroyed queue", errno.EFAULT, f"{Q} pqm_update_queue_properties: no queue -> -EFAULT",
+        _destroyed_queue("UPDATE_QUEUE", queue_percentage=100, ring_size=0x1000)),
+    Row("SET_CU_MASK unknown queue", errno.EFAULT, f"{Q} pqm_update_mqd: no queue -> -EFAULT",
+        lambda rt: rt.ioctl("SET_CU_MASK", queue_id=77, num_cu_mask=32,
+                            cu_mask_ptr=ctypes.addressof(ctypes.c_uint32(0xFFFFFFFF)))),
+    Row("SET_CU_MASK a destroyed queue", errno.EFAULT, f"{Q} pqm_update_mqd: no queue -> -EFAULT",
+        _destroyed_queue("SET_CU_MASK", num_cu_mask=32, cu_mask_ptr=ctypes.addressof(ctypes.c_uint32(0xFFFFFFFF)))),
+    Row("SET_CU_MASK one CU of a WGP pair (gfx11)", errno.EINVAL,
+        f"{Q} pqm_update_mqd: GC >= 10.0 needs CU pairs enabled together",
+        _with_queue("SET_CU_MASK", num_cu_mask=32, cu_mask_ptr=ctypes.addressof(ctypes.c_uint32(0x1)))),
+    Row("GET_QUEUE_WAVE_STATE unknown queue", errno.EFAULT, f"{Q} pqm_get_wave_state: no queue -> -EFAULT",
+        _io("GET_QUEUE_WAVE_STATE", queue_id=77, ctl_stack_address=UNMAPPED)),
+    Row("ALLOC_QUEUE_GWS unknown queue", errno.EINVAL, f"{C} kfd_ioctl_alloc_queue_gws: pqm_get_user_queue NULL",
+        _io("ALLOC_QUEUE_GWS", queue_id=77, num_gws=1)),
+    # memory: handles that are gone, SVM overlap, the remaining argument checks
+    Row("FREE_MEMORY_OF_GPU twice", errno.EINVAL, f"{C} kfd_ioctl_free_memory_of_gpu: translate_handle fails",
+        _freed("FREE_MEMORY_OF_GPU")),
+    Row("MAP_MEMORY_TO_GPU a freed BO", errno.ENOMEM, f"{C} kfd_ioctl_map_memory_to_gpu: translate_handle -> -ENOMEM",
+        _freed("MAP_MEMORY_TO_GPU")),
+    Row("UNMAP_MEMORY_FROM_GPU a freed BO", errno.ENOMEM,
+        f"{C} kfd_ioctl_unmap_memory_from_gpu: translate_handle -> -ENOMEM", _freed("UNMAP_MEMORY_FROM_GPU")),
+    Row("EXPORT_DMABUF a freed BO", errno.EINVAL, f"{C} kfd_ioctl_export_dmabuf: translate_handle fails",
+        _freed("EXPORT_DMABUF")),
+    Row("MAP_MEMORY_TO_GPU n_success past n_devices by 2^31", errno.EINVAL,
+        f"{C} kfd_ioctl_map_memory_to_gpu: n_success > n_devices", _mem("MAP_MEMORY_TO_GPU", n_success=1 << 31)),
+    Row("ALLOC_MEMORY_OF_GPU at a VA SVM holds", errno.EADDRINUSE,
+        f"{C} kfd_ioctl_alloc_memory_of_gpu: interval_tree_iter_first(svms, va_addr)", _alloc_over_svm(False)),
+    Row("ALLOC_MEMORY_OF_GPU USERPTR of pages SVM holds", errno.EADDRINUSE,
+        f"{C} kfd_ioctl_alloc_memory_of_gpu: interval_tree_iter_first(svms, mmap_offset)", _alloc_over_svm(True)),
+    Row("SVM size not page aligned", errno.EINVAL, f"{C} kfd_ioctl_svm: size & ~PAGE_MASK",
+        _io("SVM", start_addr=0x10000, size=0x1001)),
+    Row("SVM start 0", errno.EINVAL, f"{C} kfd_ioctl_svm: !start_addr", _io("SVM", start_addr=0, size=0x1000)),
+    Row("SET_XNACK_MODE enable on gfx11", errno.EPERM,
+        f"{C} kfd_ioctl_set_xnack_mode: !kfd_process_xnack_mode(p, true) ({P}: GC >= 10.1.1 has no XNACK)",
+        _io("SET_XNACK_MODE", xnack_enabled=1)),
+    Row("ACQUIRE_VM with the /dev/kfd file", errno.EINVAL,
+        f"{P} kfd_process_device_init_vm: amdgpu_file_to_fpriv (f_op is not amdgpu's) -> -EINVAL",
+        lambda rt: rt.ioctl("ACQUIRE_VM", drm_fd=rt.kfd, gpu_id=rt.gpu_id()), unbound=True),
+    # events: ids that are gone, types that the CPU cannot signal
+    Row("DESTROY_EVENT twice", errno.EINVAL, f"{E} kfd_event_destroy: no event", _destroyed_event("DESTROY_EVENT")),
+    Row("SET_EVENT a destroyed event", errno.EINVAL, f"{E} kfd_set_event: no event", _destroyed_event("SET_EVENT")),
+    Row("RESET_EVENT a destroyed event", errno.EINVAL, f"{E} kfd_reset_event: no event",
+        _destroyed_event("RESET_EVENT")),
+    Row("WAIT_EVENTS a destroyed event", errno.EINVAL, f"{E} kfd_wait_on_events: init_event_waiter finds no event",
+        lambda rt: _wait(rt, [_destroyed_id(rt)])),
+    Row("WAIT_EVENTS a live event then an unknown one", errno.EINVAL,
+        f"{E} kfd_wait_on_events: init_event_waiter of the second entry", lambda rt: _wait(rt, [rt.event(), 4000])),
+    Row("SET_EVENT on a HW_EXCEPTION event", errno.EINVAL, f"{E} kfd_set_event: !event_can_be_cpu_signaled",
+        _event_op("SET_EVENT", k.KFD_IOC_EVENT_HW_EXCEPTION)),
+    Row("SET_EVENT on a DEBUG event", errno.EINVAL, f"{E} kfd_set_event: only SIGNAL events (not DEBUG)",
+        _event_op("SET_EVENT", k.KFD_IOC_EVENT_DEBUG_EVENT)),
+    Row("RESET_EVENT on a MEMORY event", errno.EINVAL, f"{E} kfd_reset_event: !event_can_be_cpu_signaled",
+        _event_op("RESET_EVENT", k.KFD_IOC_EVENT_MEMORY)),
+    Row("RESET_EVENT on a DEBUG event", errno.EINVAL, f"{E} kfd_reset_event: only SIGNAL events (not DEBUG)",
+        _event_op("RESET_EVENT", k.KFD_IOC_EVENT_DEBUG_EVENT)),
+    # mmap of /dev/kfd (kfd_chardev.c kfd_mmap and the per-type handlers)
+    Row("mmap doorbells of an unknown GPU", errno.ENODEV, f"{C} kfd_mmap: DOORBELL and !dev",
+        _kfd_mmap(k.KFD_MMAP_TYPE_DOORBELL, 0x2000, BAD_GPU)),
+    Row("mmap doorbells of the wrong size", errno.EINVAL,
+        "kfd_doorbell.c kfd_doorbell_mmap: size != kfd_doorbell_process_slice", _kfd_mmap(k.KFD_MMAP_TYPE_DOORBELL, 0x1000)),
+    Row("mmap the MMIO page of an unknown GPU", errno.ENODEV, f"{C} kfd_mmap: MMIO and !dev",
+        _kfd_mmap(k.KFD_MMAP_TYPE_MMIO, 0x1000, BAD_GPU)),
+    Row("mmap two pages of MMIO", errno.EINVAL, f"{C} kfd_mmio_mmap: size != PAGE_SIZE",
+        _kfd_mmap(k.KFD_MMAP_TYPE_MMIO, 0x2000)),
+    Row("mmap RESERVED_MEM of an unknown GPU", errno.ENODEV, f"{C} kfd_mmap: RESERVED_MEM and !dev",
+        _kfd_mmap(k.KFD_MMAP_TYPE_RESERVED_MEM, 0x2000, BAD_GPU)),
+    Row("mmap the event page before there is one", errno.EINVAL, f"{E} kfd_event_mmap: !p->signal_page",
+        _kfd_mmap(k.KFD_MMAP_TYPE_EVENTS, 0x8000, 0)),
+    Row("mmap more event page than the event limit", errno.EINVAL,
+        f"{E} kfd_event_mmap: get_order(size) > get_order(KFD_SIGNAL_EVENT_LIMIT * 8)",
+        lambda rt: (rt.event_page(), _kfd_mmap(k.KFD_MMAP_TYPE_EVENTS, 0x10000, 0)(rt))),
+    # the debugger runtime
+    Row("RUNTIME_ENABLE twice", errno.EBUSY, f"{C} runtime_enable: runtime_state != DEBUG_RUNTIME_STATE_DISABLED",
+        lambda rt: [rt.ioctl("RUNTIME_ENABLE", mode_mask=k.KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK) for _ in range(2)]),
+    Row("RUNTIME_ENABLE with a queue alive", errno.EEXIST, f"{C} runtime_enable: pdd->qpd.queue_count",
+        lambda rt: (rt.compute_queue(), rt.ioctl("RUNTIME_ENABLE", mode_mask=k.KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK))),
+    # the render node (drm_ioctl.c drm_ioctl, amdgpu_kms.c amdgpu_info_ioctl, drm_ioctl.c drm_version)
+    Row("DRM ioctl of another type on the render node", errno.ENOTTY, "drm_ioctl.c drm_ioctl: _IOC_TYPE != 'd'",
+        _drm(k.AMDKFD_IOC_GET_VERSION, k.GetVersionArgs)),
+    Row("DRM core nr past the core table", errno.EINVAL, "drm_ioctl.c drm_ioctl: nr >= DRM_CORE_IOCTL_COUNT",
+        _drm(k.IOWR("d", 0xE0, 8), lambda: bytearray(8))),
+    Row("DRM driver nr past amdgpu's table", errno.EINVAL,
+        "drm_ioctl.c drm_ioctl: nr - DRM_COMMAND_BASE >= num_ioctls", _drm(k.IOWR("d", 0x9F, 8), lambda: bytearray(8))),
+    Row("DRM_IOCTL_VERSION name buffer at an unmapped address", errno.EFAULT,
+        "drm_ioctl.c drm_copy_field: copy_to_user fails", _drm_version_name_at(UNMAPPED)),
+    Row("AMDGPU_INFO unknown query", errno.EINVAL, "amdgpu_kms.c amdgpu_info_ioctl: default case", _info(0x7F)),
+    Row("AMDGPU_INFO return_size 0", errno.EINVAL, "amdgpu_kms.c amdgpu_info_ioctl: !size", _info(0x16, size=0)),
+    Row("AMDGPU_INFO return_pointer 0", errno.EINVAL, "amdgpu_kms.c amdgpu_info_ioctl: !out", _info(0x16, pointer=0)),
+    Row("AMDGPU_INFO answer to an unmapped address", errno.EFAULT, "amdgpu_kms.c amdgpu_info_ioctl: copy_to_user",
+        _info(0x16, pointer=UNMAPPED)),
 )
+
+
+def _destroyed_id(rt) -> int:
+    eid = rt.event()
+    rt.ioctl("DESTROY_EVENT", event_id=eid)
+    return eid
 
 
 def check(row: Row) -> tuple[bool, str]:

@@ -353,6 +353,11 @@ class ProcessMemory:
         self._check_va(dev, va, size, name)
         if self.driver.svm.overlaps(va, va + size):  # kfd_ioctl_alloc_memory_of_gpu checks the SVM ranges
             raise OSError(errno.EADDRINUSE, f"{name}: va range 0x{va:x}+{size:#x} is already allocated by SVM")
+        user = args.mmap_offset & ~(PAGE_SIZE - 1)  # ... and the user pages a USERPTR would wrap, by page
+        if flags & k.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR and \
+                self.driver.svm.overlaps(user, page_align(args.mmap_offset + args.size)):
+            raise OSError(errno.EADDRINUSE, f"{name}: user pages 0x{args.mmap_offset:x}+{args.size:#x} are already "
+                                            f"allocated by SVM")
         if kind == "userptr":
             self._check_userptr(args.mmap_offset, args.size, name)
         if kind == "vram" and table.vram_used + size > self.vram_size:

@@ -82,7 +82,8 @@ class ProcessQueues:
 
     def ioctls(self) -> dict[str, Callable]:
         return {"CREATE_QUEUE": self.create_queue, "DESTROY_QUEUE": self.destroy_queue,
-                "UPDATE_QUEUE": self.update_queue, "SET_CU_MASK": self.set_cu_mask}
+                "UPDATE_QUEUE": self.update_queue, "SET_CU_MASK": self.set_cu_mask,
+                "GET_QUEUE_WAVE_STATE": self.get_queue_wave_state, "ALLOC_QUEUE_GWS": self.alloc_queue_gws}
 
     def any_active(self) -> bool:
         return any(r.active for r in self.records.values())
@@ -300,7 +301,20 @@ class ProcessQueues:
         count = min(args.num_cu_mask, 1024)
         mask = struct.unpack(f"<{count // 32}I", read_user(args.cu_mask_ptr, count // 8))
         rec = self._record(args.queue_id, io.name, errno.EFAULT)
+        if self.driver.system.target.gc_version >= (10, 0, 0):  # pqm_update_mqd: WGPs take CUs in pairs
+            bits = [(mask[i // 32] >> (i % 32)) & 3 for i in range(0, count, 2)]
+            if any(pair not in (0, 3) for pair in bits):
+                raise OSError(errno.EINVAL, f"{io.name}: on GC {'.'.join(map(str, self.driver.system.target.gc_version))}"
+                                            f" the CUs of a WGP are enabled in pairs (bits 2n and 2n+1 together)")
         rec.cu_mask = mask  # recorded; the emulator has no CUs to mask
+
+    def get_queue_wave_state(self, args, io: k.Ioctl) -> None:
+        self._record(args.queue_id, io.name, errno.EFAULT)  # pqm_get_wave_state: no queue -> -EFAULT
+        raise OSError(errno.EOPNOTSUPP, f"{io.name} of a live queue is not emulated by hcqsim (no CWSR state)")
+
+    def alloc_queue_gws(self, args, io: k.Ioctl) -> None:
+        self._record(args.queue_id, io.name, errno.EINVAL)  # kfd_ioctl_alloc_queue_gws: no user queue -> -EINVAL
+        raise OSError(errno.EOPNOTSUPP, f"{io.name} of a live queue is not emulated by hcqsim (no GWS)")
 
     # -- doorbells ---------------------------------------------------------------------------------
 
