@@ -300,7 +300,23 @@ def health(system: "EmulatedSystem") -> str:
     thread = system.thread
     alive = thread is not None and thread.alive
     return f"hcqsim health: GPU thread {'alive' if alive else 'NOT RUNNING'}, " \
-           f"{sum(len(g.faults) for g in system.gpus)} fault(s)\n{system.describe()}"
+           f"{sum(len(g.faults) for g in system.gpus)} fault(s)\n{system.describe()}\n{pointers(system)}"
+
+
+def pointers(system: "EmulatedSystem") -> str:
+    """Per queue, what the runtime stored (the write pointer in memory, the doorbell slot) beside what the emulator
+    took from them: a store the emulator never saw shows here as a write pointer ahead of the queue's."""
+    import ctypes
+    lines = []
+    with system.lock:
+        driver = system.driver
+        for rec in driver.queues.records.values():
+            q, base = rec.queue, driver.memory.doorbell_va(rec.device)
+            slot = ctypes.c_uint64.from_address(base + rec.doorbell_offset).value if base is not None else None
+            wptr = ctypes.c_uint64.from_address(q.wptr_va).value
+            lines.append(f"  {rec.device.gpu.label} {q.name}: emulator rptr {q.rptr} wptr {q.wptr}; memory wptr {wptr}, "
+                         f"doorbell slot {slot} (last delivered {rec.last_doorbell})")
+    return "queue pointers:\n" + "\n".join(lines)
 
 
 def _pytest_hookwrapper(fn):
