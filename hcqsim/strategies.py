@@ -49,6 +49,10 @@ from .errors import DeadlockError, DeviceFault
 
 U32 = 0xFFFFFFFF
 BUFFER_BYTES = 64  # small buffers, so random ranges overlap often
+# the buffers of about one case in eight: three SDMA chunks (queue.COPY_CHUNK, 4 KiB) and a bit, so a copy or fill
+# spans several chunks and another queue may run between them (a kernel's range stays at most KERNEL_WORDS words)
+LONG_BUFFER_BYTES = 3 * 4096 + 64
+KERNEL_WORDS = 16
 BUFFERS_PER_DEVICE = 2
 MAX_DEVICES = 3
 PRELUDE_QUEUE = 3  # copy queue index for in-flight timeline work: one the schedules here never use
@@ -230,7 +234,8 @@ class Interleaver:
         core skips its per-step choice work when the policy has none)."""
         self.priority, self._demoted, self._last, self._ranks, self._dispatches = priority, {}, None, {}, {}
         self._host_streak, self._patience = 0, 0
-        hooks = ("workgroup_order", "choose_waves", "split_waves", "device_order", "choose_cu", "choose_xcc")
+        hooks = ("workgroup_order", "choose_waves", "split_waves", "device_order", "choose_cu", "choose_xcc",
+                 "evict_lines", "hdp_drains")
         for h in hooks:
             self.__dict__.pop(h, None)
         if priority:
@@ -245,6 +250,23 @@ class Interleaver:
             place = random.Random(f"{priority}/place")  # memory model: the CU and XCC each workgroup runs on
             self.choose_cu = lambda n: place.randrange(n)
             self.choose_xcc = lambda n: place.randrange(n)
+            self._memory_hooks(priority)
+
+    def _memory_hooks(self, priority: int) -> None:
+        """The memory model's early-leaving choices, from the priority seed (history-free like every other draw;
+        without a seed none are made: no line leaves a cache early and the HDP never drains by itself, which with
+        the default workgroup placement is the all-kept worst case). Under the adversarial model, lines evicted
+        early at a progress point (a dirty one written back first) at a rate the seed picks (none for half the
+        seeds: an early eviction mostly hides a stale or unwritten line); pending host-written HDP pages that
+        drain on their own, at a rate the seed picks (none for half)."""
+        evict, hdp = (random.Random(f"{priority}/{k}") for k in ("evict", "hdp"))
+        evict_rate = evict.choice((0.0, 0.0, 0.125, 0.5))
+        drain_rate = hdp.choice((0.0, 0.0, 0.25, 0.75))
+        if evict_rate:
+            self.evict_lines = lambda n: ([evict.randrange(n) for _ in range(evict.randint(1, 4))]
+                                          if evict.random() < evict_rate else [])
+        if drain_rate:
+            self.hdp_drains = lambda n: [hdp.random() < drain_rate for _ in range(n)]
 
     def note(self, text: str) -> None:
         """Record a host step between the GPU steps (what the host did, in the report's words)."""
@@ -399,7 +421,7 @@ FUZZ_KERNELS = {"inc": ([(True, True)], 0), "add": ([(True, False), (True, False
 
 @dataclass(frozen=True)
 class FuzzCase:
-    """Operations as plain data. Buffers are "d<k>b<j>" (device k, BUFFER_BYTES each); "d<k>b<j>'" is the
+    """Operations as plain data. Buffers are "d<k>b<j>" (device k, `buffer_bytes` each); "d<k>b<j>'" is the
     buffer a run may bind in its place. An op is
     ("fill", buf, off, size, value) | ("copy", dst, doff, src, soff, size) | ("host_write", buf, off, [bytes])
     | ("kernel", name, [[buf, off], ...], [scalars], n): n words from each buffer argument's offset.
@@ -414,6 +436,7 @@ class FuzzCase:
     batch_limit: int = 32
     params: tuple = ()
     runs: tuple = (((), ()),)
+    buffer_bytes: int = BUFFER_BYTES  # every buffer's size (LONG_BUFFER_BYTES: copies and fills span SDMA chunks)
 
     @property
     def first_index(self) -> int:
@@ -422,6 +445,8 @@ class FuzzCase:
 
     def text(self) -> str:
         lines = []
+        if self.buffer_bytes != BUFFER_BYTES:
+            lines.append(f"buffers of {self.buffer_bytes} bytes")
         if self.batch_limit != 32:
             lines.append(f"batch_limit={self.batch_limit}")
         if self.params:
@@ -510,22 +535,23 @@ def _pick(draw, items):
     return items[_int(draw, 0, 255) % len(items)]
 
 
-def _cuts(draw) -> list[int]:
+def _cuts(draw, size: int = BUFFER_BYTES) -> list[int]:
     """Byte offsets ranges start and end near, shared by a case's ops, so partial overlaps (down to one byte)
-    are common."""
-    return sorted({0, BUFFER_BYTES} | {_int(draw, 1, BUFFER_BYTES - 1) for _ in range(_int(draw, 0, 4))})
+    are common; the last is the buffers' size."""
+    return sorted({0, size} | {_int(draw, 1, size - 1) for _ in range(_int(draw, 0, 4))})
 
 
 def _range(draw, cuts: list[int], align: int, size: int | None = None) -> tuple[int, int]:
     """(offset, size) in a buffer: ends at or next to a cut (byte-granular when align is 1)."""
     jitter = (lambda: (0, 1, -1)[_int(draw, 0, 2)]) if align == 1 else (lambda: 0)
     clamp = lambda v, lo, hi: max(lo, min(hi, v))  # noqa: E731
+    end = cuts[-1]  # the buffers' size
     if size is None:
-        lo = clamp(_pick(draw, cuts[:-1]) + jitter(), 0, BUFFER_BYTES - align) // align * align
-        hi = clamp(_pick(draw, cuts[1:]) + jitter(), lo + align, BUFFER_BYTES)
-        hi = min(-(-hi // align) * align, BUFFER_BYTES)
+        lo = clamp(_pick(draw, cuts[:-1]) + jitter(), 0, end - align) // align * align
+        hi = clamp(_pick(draw, cuts[1:]) + jitter(), lo + align, end)
+        hi = min(-(-hi // align) * align, end)
         return lo, hi - lo
-    return clamp(_pick(draw, cuts) + jitter(), 0, BUFFER_BYTES - size) // align * align, size
+    return clamp(_pick(draw, cuts) + jitter(), 0, end - size) // align * align, size
 
 
 def _buffer(draw, names: list[str], recent: list[str]) -> str:
@@ -553,17 +579,64 @@ def _op(draw, names: list[str], cuts: list[int], params: list[str], kernels: boo
         op = ("copy", dst, off, src, soff, size)
     elif kind == "host_write":
         off, size = _range(draw, cuts, 1)
-        op = ("host_write", _buffer(draw, names, recent), off, list(_bytes(draw, size)))
+        op = ("host_write", _buffer(draw, names, recent), off, list(_bytes(draw, min(size, BUFFER_BYTES))))
     else:
         name = _pick(draw, sorted(FUZZ_KERNELS))
         bargs, nscalars = FUZZ_KERNELS[name]
-        n = _range(draw, cuts, 4)[1] // 4
+        n = min(_range(draw, cuts, 4)[1] // 4, KERNEL_WORDS)
         device = _buffer(draw, names, recent)[:2]  # a kernel's buffers on its own device
         local = [b for b in names if b.startswith(device)]
         args = [[_buffer(draw, local, recent), _range(draw, cuts, 4, 4 * n)[0]] for _ in bargs]
         op = ("kernel", name, args, [value(MAX_SCALAR) for _ in range(nscalars)], n)
     recent += _buffers_of(op)
     return op
+
+
+_RELAY_OPS = 6  # operations of the relay motif
+_RELAY_SLOTS = 4  # 16-byte slots of a buffer the relay motif's ranges sit in (BUFFER_BYTES // 16)
+
+
+def _relay(draw, names: list[str]) -> list[tuple]:
+    """The shape that tells a wait's knowledge *at the awaited point* from its producer's knowledge *now* (and a
+    submit split after an awaited operation from one that is not): queue P runs #2 then #3, and #3 waits for
+    queue R's #1; queue Q's #4 waits for P's #2 only (P learnt of #1 after #2); Q's #5 depends on #1 again. A
+    compiler that lets #4's wait teach Q what P knows now believes #5 is ordered after #1 and drops its wait; with
+    batch_limit 1, #2 ends P's first submit, and dropping its signal leaves #4 waiting for ever.
+        #1 R: write A[s1]            (a fill, or a copy into A)
+        #2 P: kernel inc B[s2]
+        #3 P: kernel add A[s1] + B[s2] -> B[s3]   (waits for R: #1)
+        #4 Q: B[s4] <- B[s2]          (waits for P at #2)
+        #5 Q: B[s4] <- A[s1]          (after #4 on Q; depends on #1)
+        #6 P: kernel inc A[s1]        (P goes on: write after #5's read, on another queue)
+    Q's pair is two copies (Q a copy queue after R's: only an interleaving that holds R back shows the bug) or two
+    `scale` kernels by odd factors (Q compute queue 1, ahead of R in the in-order default, which shows it). On
+    device 0, whose compute queue 0 (P: the finalizer's queue) ends the schedule, so nothing else waits for #3
+    and a lost signal of #2 is not covered up by a later one; #1 may copy from a peer device (it then runs on the
+    peer's GPU). #6 overwrites what #5 reads: a compiler that drops that write-after-read wait lets P run it before
+    Q's #5 in the in-order default. The buffers, the slots, the size, the factors and #1's value or source are
+    drawn."""
+    dev = "d0"
+    local = [n for n in names if n.startswith(dev)]
+    a = _pick(draw, local)
+    b = next(n for n in local if n != a)
+    slots = list(range(_RELAY_SLOTS))
+    s1 = _pick(draw, slots)
+    s2, s3, s4 = (slots.pop(_int(draw, 0, 255) % len(slots)) * 16 for _ in range(3))
+    s1 *= 16
+    n = _int(draw, 1, 4)
+    peers = [x for x in names if x[:2] != dev]
+    if draw(_COIN):
+        first = ("fill", a, s1, 4 * n, _int(draw, 0, U32))
+    else:  # a copy runs on its source's device: from a peer, #1 runs on another GPU than #2 .. #5
+        src = _pick(draw, peers or [b])
+        first = ("copy", a, s1, src, _int(draw, 0, _RELAY_SLOTS * 16 - 4 * n), 4 * n)
+    if draw(_COIN):
+        odd = lambda: 2 * _int(draw, 0, MAX_SCALAR // 2 - 1) + 1  # noqa: E731  (odd: a different input shows)
+        tail = [("kernel", "scale", [[b, s2], [b, s4]], [odd()], n), ("kernel", "scale", [[a, s1], [b, s4]], [odd()], n)]
+    else:
+        tail = [("copy", b, s4, b, s2, 4 * n), ("copy", b, s4, a, s1, 4 * n)]
+    return [first, ("kernel", "inc", [[b, s2]], [], n), ("kernel", "add", [[a, s1], [b, s2], [b, s3]], [], n), *tail,
+            ("kernel", "inc", [[a, s1]], [], n)]
 
 
 def _buffers_of(op) -> list[str]:
@@ -575,12 +648,15 @@ def _buffers_of(op) -> list[str]:
 @st.composite
 def schedules(draw, *, max_ops: int = 8, devices: int | None = None, kernels: bool = True, host: bool = True,
               prelude: bool = True, replays: bool = True, min_ops: int = 1):
-    """A FuzzCase: 1..max_ops operations (about max_ops / 2 on average) over 3 small buffers per device, on
-    `devices` (default: 1 to 3) devices; with `prelude`, fills and copies in flight on every device's timeline;
-    with `replays`, parameters and 1-3 runs that rebind buffers and change parameters."""
+    """A FuzzCase: 1..max_ops operations (about max_ops / 2 on average) over 2 small buffers per device (64 bytes;
+    one case in eight LONG_BUFFER_BYTES, so copies and fills span several SDMA chunks), on `devices` (default: 1 to
+    3) devices; with `prelude`, fills and copies in flight on every device's timeline; with `replays`, parameters
+    and 1-3 runs that rebind buffers and change parameters. One case in five (with kernels, max_ops >= 6)
+    contains the relay motif (`_relay`), the shape knowledge and batch-split bugs need."""
     ndev = devices or _pick(draw, (1, 2, 1, 3, 2))  # one and two devices most: more of the ops then conflict
     names = buffer_names(ndev)
-    cuts = _cuts(draw)
+    size = LONG_BUFFER_BYTES if _int(draw, 0, 7) == 7 else BUFFER_BYTES
+    cuts = _cuts(draw, size)
     params = []
     if replays:
         params = [(f"p{i}", _int(draw, 0, MAX_SCALAR)) for i in range(_int(draw, 0, 2))]
@@ -590,10 +666,18 @@ def schedules(draw, *, max_ops: int = 8, devices: int | None = None, kernels: bo
     # strategy) it averaged ~3 of 8, as hypothesis' generation keeps reusing small early choices; shrinking is the
     # keep numbers' job, so the count need not shrink toward few
     count = max_ops - _int(draw, 0, max_ops - min_ops)
+    relay = kernels and max_ops >= _RELAY_OPS and _int(draw, 0, 4) == 0
+    count = max(count, _RELAY_OPS) if relay else count
     recent: list[str] = []
-    drawn = [(_int(draw, *_KEEP), _op(draw, names, cuts, pnames, kernels, host, recent)) for _ in range(count)]
+    drawn = [(_int(draw, *_KEEP), _op(draw, names, cuts, pnames, kernels, host, recent))
+             for _ in range(count - (_RELAY_OPS if relay else 0))]
+    if relay:  # each of its operations behind a keep number too: the shrinker may drop any of them
+        motif = [(_int(draw, *_KEEP), op) for op in _relay(draw, names)]
+        at = _int(draw, 0, len(drawn))
+        drawn[at:at] = motif
     ops = tuple(op for keep, op in drawn if keep or min_ops > 1) or (drawn[-1][1],)
-    batch_limit = (32, 1, 2)[_int(draw, 0, 2)]
+    # with the relay motif mostly a submit per operation (#2 then ends a submit that is not its queue's last)
+    batch_limit = ((1, 1, 1, 2) if relay else (32, 1, 2))[_int(draw, 0, 2 + relay)]
     pre = ()
     if prelude:
         # on any device's timeline, writing any device's memory (a peer copy or fill into another's buffer)
@@ -604,15 +688,15 @@ def schedules(draw, *, max_ops: int = 8, devices: int | None = None, kernels: bo
         runs = tuple((tuple(sorted({_buffer(draw, names, recent) for _ in range(_int(draw, 0, 3))})),
                       tuple((n, _int(draw, 0, MAX_SCALAR)) for n in pnames if draw(_COIN)))
                      for _ in range(_int(draw, 1, 3)))
-    return FuzzCase(ndev, ops, pre, batch_limit, tuple(params), runs)
+    return FuzzCase(ndev, ops, pre, batch_limit, tuple(params), runs, size)
 
 
 # -- the sequential meaning (numpy) -----------------------------------------------------------------------
 
 
-def initial_memory(devices: int) -> dict[str, np.ndarray]:
+def initial_memory(devices: int, size: int = BUFFER_BYTES) -> dict[str, np.ndarray]:
     """Word j of the k-th buffer starts as (k + 1) << 24 | j."""
-    return {name: (((k + 1) << 24) + np.arange(BUFFER_BYTES // 4, dtype=np.uint64)).astype("<u4").view(np.uint8)
+    return {name: (((k + 1) << 24) + np.arange(size // 4, dtype=np.uint64)).astype("<u4").view(np.uint8)
             for k, name in enumerate(all_buffer_names(devices))}
 
 
@@ -642,7 +726,7 @@ def _apply(mem: dict, op, bind=lambda n: n, param=lambda v: v) -> None:
 def sequential_effects(case: FuzzCase) -> dict[str, bytes]:
     """What the case means: the prelude, then for each run every operation, one at a time in program order,
     on the buffers that run binds and with its parameter values."""
-    mem = initial_memory(case.devices)
+    mem = initial_memory(case.devices, case.buffer_bytes)
     for _, op in case.prelude:
         _apply(mem, op)
     defaults = dict(case.params)
@@ -756,6 +840,7 @@ def encode_seed(case: FuzzCase, choices, mutations, target: str, host_turns: boo
                 machine: int | None = None) -> str:
     doc = {"kind": "schedule", "devices": case.devices, "ops": case.ops, "prelude": case.prelude,
            "batch_limit": case.batch_limit, "params": case.params, "runs": case.runs,
+           "buffer_bytes": case.buffer_bytes,
            "choices": [list(c) for c in choices], "priority": getattr(choices, "priority", 0),
            "mutations": list(mutations), "target": target, "host_turns": host_turns,
            "machine": machine or case.devices}  # the GPUs of the machine it ran on (ready lists, GPU order)
@@ -777,7 +862,7 @@ def decode_seed(seed: str) -> tuple[FuzzCase, list, tuple, str]:
         isinstance(doc["prelude"][0][0], int) else tuple((0, tuple(op)) for op in doc["prelude"])
     runs = tuple((tuple(r), tuple(tuple(p) for p in ps)) for r, ps in doc.get("runs", [[[], []]]))
     case = FuzzCase(doc["devices"], tup(doc["ops"]), prelude, doc.get("batch_limit", 32),
-                    tuple(tuple(p) for p in doc.get("params", ())), runs)
+                    tuple(tuple(p) for p in doc.get("params", ())), runs, doc.get("buffer_bytes", BUFFER_BYTES))
     return case, Interleaving(doc["choices"], doc.get("priority", 0)), tuple(doc["mutations"]), doc["target"]
 
 
@@ -797,7 +882,7 @@ class Fuzzer:
         from .runtime import open_devices
         self.devs = open_devices("sim", self.devices, target=self.target, policy=self.policy)
         self.gpus = self.devs[0].os.system.gpus
-        self.bufs = {name: self.devs[int(name[1])].alloc(BUFFER_BYTES) for name in all_buffer_names(self.devices)}
+        self.bufs = {name: self.devs[int(name[1])].alloc(LONG_BUFFER_BYTES) for name in all_buffer_names(self.devices)}
         self.gates = [d.new_signal(0) for d in self.devs]
         # every hardware queue a case may use exists from the start, in one order: the emulator's ready list
         # (and so what a choice means) must not depend on which earlier examples created which queue
@@ -885,9 +970,10 @@ class Fuzzer:
 
     def effects(self, case: FuzzCase, choices=(), mutations=()) -> tuple[dict[str, bytes], str]:
         """(buffer bytes after the case ran under `choices`, describe() of its compiled schedule)."""
-        init = initial_memory(case.devices)
+        size = case.buffer_bytes
+        init = initial_memory(case.devices, size)
         for name, data in init.items():
-            self.bufs[name].view[:] = data
+            self.bufs[name].view[:size] = data
         with mutated(*mutations):
             compiled = self._build(case).compile()
         self.last_describe = compiled.describe()
@@ -905,7 +991,7 @@ class Fuzzer:
                 self.ops += len(case.ops)
         self._drain()
         self.schedules += 1
-        return {n: self.bufs[n].view.tobytes() for n in all_buffer_names(case.devices)}, self.last_describe
+        return {n: self.bufs[n].view[:size].tobytes() for n in all_buffer_names(case.devices)}, self.last_describe
 
     def _drain(self) -> None:
         """Let the GPUs finish what the case left running: a broken schedule's run may return before all of its

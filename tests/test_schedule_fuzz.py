@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 
 from hcqsim.runtime import Schedule, open_device, open_devices, region
-from hcqsim.strategies import (ALT, FuzzCase, Fuzzer, Interleaver, fuzz_settings, interleavings, register_profiles,
-                               replay, schedules, sequential_effects)
+from hcqsim.strategies import (ALT, KERNEL_WORDS, FuzzCase, Fuzzer, Interleaver, fuzz_settings, interleavings,
+                               register_profiles, replay, schedules, sequential_effects)
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +61,25 @@ def test_the_strategy_draws_what_breaks_compilers():
     assert {c.batch_limit for c in cases} >= {1, 2, 32}
     assert any(c.devices == 3 for c in cases)
     assert any(k > 0 and op[1][:2] != f"d{k}" for c in cases for k, op in c.prelude)
+    # buffers spanning several SDMA chunks, and copies or fills longer than one chunk on them (kernels stay small)
+    from hcqsim.engines.queue import COPY_CHUNK
+    long_moves = [op for c in cases if c.buffer_bytes >= 3 * COPY_CHUNK for op in c.ops
+                  if (op[0] == "fill" and op[3] > COPY_CHUNK) or (op[0] == "copy" and op[5] > COPY_CHUNK)]
+    assert len(long_moves) >= 2
+    assert all(op[4] <= KERNEL_WORDS for c in cases for op in c.ops if op[0] == "kernel")
+    # the relay motif (a wait's knowledge at the awaited point vs now; a submit split after an awaited op)
+    assert sum(_has_relay(c.ops) for c in cases) >= 5
+
+
+def _has_relay(ops) -> bool:
+    """ops hold the strategy's relay motif: a write, inc, add, two ops writing one range (copies or scales), inc."""
+    for i in range(len(ops) - 5):
+        w, inc, add, q1, q2, last = ops[i:i + 6]
+        if w[0] in ("fill", "copy") and inc[:2] == ("kernel", "inc") and add[:2] == ("kernel", "add") \
+                and q1[0] == q2[0] and (q1[1:3] == q2[1:3] if q1[0] == "copy" else q1[2][1] == q2[2][1]) \
+                and last[:2] == ("kernel", "inc"):
+            return True
+    return False
 
 
 def test_a_peer_copy_in_flight_on_another_device_timeline_is_waited_for():

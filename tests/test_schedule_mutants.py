@@ -1,12 +1,12 @@
 """The schedule fuzzer bites: every deliberately broken compiler rule (hcqsim.runtime.plan.MUTATIONS) is caught
 by the default (CI) profile within its examples, shrunk to a few operations, and its report replays.
 
-Each row says how small the shrunk case must be. Ten mutants are found by the search wherever the test runs
+Each row says how small the shrunk case must be. All eleven are found by the search wherever the test runs
 (alone, after the rest of the suite, under xdist: the search draws the same examples in every process history,
-tests/test_fuzz_history.py). One, knowledge_from_current_state, needs a particular 5-operation program over three
-queues (a queue learning, through a second queue, of a third queue's operation the second waited for only after
-the awaited point) that the search does not draw within the default profile's 100 examples: a strict xfail, and
-its hand-written program, searched over interleavings, shows the checker catches it.
+tests/test_fuzz_history.py). knowledge_from_current_state (a queue learning, through a second queue, of a third
+queue's operation the second waited for only after the awaited point) and batch_split_drops_signal are reached
+through the strategy's relay motif (hcqsim.strategies._relay); their hand-written programs, searched over
+interleavings only, are caught too.
 """
 from __future__ import annotations
 
@@ -31,12 +31,8 @@ MUTANTS = {
     "no_patch_on_rebind": 2,
     "no_param_patch": 2,
 }
-SEARCH_MISSES = {"knowledge_from_current_state"}
-NOT_FOUND_BY_SEARCH = pytest.mark.xfail(strict=True, reason=(
-    "the random search does not draw the 5-operation program over three queues this mutant needs within the "
-    "default profile's 100 examples; the hand-written case is caught"))
 
-# programs the mutants need, written by hand: (case, an interleaving that exposed it when written)
+# the relay motif's programs, written by hand: (case, an interleaving that exposed it when written)
 HAND_WRITTEN = {
     # copy1 waits for compute0's #1 only; compute0 had meanwhile waited for copy0's fill #0. A compiler that takes
     # compute0's knowledge *now* (not at #1) believes copy1 is ordered after #0 and drops #4's wait: #4 reads
@@ -66,11 +62,7 @@ def fuzzer():
     fz.close()
 
 
-def _marks(m):
-    return [NOT_FOUND_BY_SEARCH] if m in SEARCH_MISSES else []
-
-
-@pytest.mark.parametrize("mutation", [pytest.param(m, marks=_marks(m)) for m in sorted(MUTANTS)])
+@pytest.mark.parametrize("mutation", sorted(MUTANTS))
 def test_a_broken_compiler_rule_is_caught_and_shrunk(fuzzer, mutation):
     bound = MUTANTS[mutation]
     reports = []
@@ -93,7 +85,7 @@ def test_a_broken_compiler_rule_is_caught_and_shrunk(fuzzer, mutation):
 
 
 @pytest.mark.parametrize("mutation", sorted(HAND_WRITTEN))
-def test_the_mutants_the_search_misses_are_caught_on_their_program(fuzzer, mutation):
+def test_the_relay_mutants_are_caught_on_their_hand_written_program(fuzzer, mutation):
     """Given the program, the default profile's search over interleavings finds the mutant; the correct
     compiler stays clean under the same search."""
     case, _ = HAND_WRITTEN[mutation]
