@@ -19,7 +19,10 @@ from hcqsim.runtime import open_device
 from hcqsim.strategies import Interleaver, Interleaving, fuzz_settings, interleavings
 from tests.test_memory_model import NEW, OLD, VECTOR_INV, _code, _exec
 
-TARGETS = ("gfx1100", "gfx942")
+# gfx1100: one L2, two CUs, so kernel 1 on the other CU is the only way to the stale line. (On gfx942 each of the
+# 8 XCCs has its own L2 and the fixed stream's TCL1 invalidate is no fix across XCCs: tests/test_memory_model.py
+# covers those placements.)
+TARGETS = ("gfx1100",)
 
 
 def stale_copy(target: str, policy, fixed: bool, choices=None) -> int:
