@@ -281,11 +281,37 @@ def pytest_configure(config) -> None:
                             target=os.environ.get("HCQSIM_TINYGRAD_TARGET", "gfx1100"), free_running=True)
     install(system)
     config._hcqsim_system = system
+    _report_wait_timeouts(system)
+
+
+def _report_wait_timeouts(system: "EmulatedSystem") -> None:
+    """tinygrad's signal wait gives up after 30 s without progress: print at that moment what the machine holds
+    (the signal's value then and 2 s later, every queue's pointers), so a slow machine and a wedge tell apart."""
+    import time
+
+    from tinygrad.runtime.support import hcq
+
+    real_wait = hcq.HCQSignal.wait
+
+    def wait(self, value: int, timeout: int | None = None):
+        try:
+            return real_wait(self, value, timeout)
+        except RuntimeError as e:
+            if "Wait timeout" not in str(e):
+                raise
+            before = self.value
+            text = health(system)
+            time.sleep(2)
+            print(f"hcqsim: tinygrad wait for {value} on the signal at 0x{self.base_buf.va_addr:x} timed out: value "
+                  f"{before} then, {self.value} 2 s later\n{text}", file=sys.stderr, flush=True)
+            raise
+
+    hcq.HCQSignal.wait = wait
 
 
 def pytest_report_header(config) -> str:
     system = getattr(config, "_hcqsim_system", None)
-    return "" if system is None else f"hcqsim: tinygrad on {len(system.gpus)} emulated {system.target} GPUs, " \
+    return "" if system is None else f"hcqsim: tinygrad on {len(system.gpus)} emulated {system.target.name} GPUs, " \
                                      f"free-running"
 
 
