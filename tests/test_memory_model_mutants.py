@@ -228,6 +228,12 @@ def all_checks() -> list:
     for pattern in R.PATTERNS:
         for t in R.TARGETS:
             checks.append(runtime_pattern_clean(pattern, t))
+    seen = {name for name, _ in checks}  # and each mutant's own checks not among them (tests/test_memory_model.py)
+    for _, listed in MUTANTS.values():
+        for name, check in listed:
+            if name not in seen:
+                seen.add(name)
+                checks.append((name, check))
     return checks
 
 
