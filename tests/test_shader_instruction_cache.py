@@ -18,8 +18,11 @@ def _store_constant(k: int) -> list[int]:
 
 
 def _dispatch(g: EmulatedGPU, code, out) -> None:
+    """The code was rewritten in place since the last dispatch: a correct stream drops the instruction cache's copy
+    (GLI_INV) and the vector caches' (the output is reread) first, so the memory models agree with coherent."""
     g.compute_queue().submit(
-        pm4.set_sh_reg(REGS["COMPUTE_PGM_LO"], [code.va >> 8 & 0xFFFFFFFF, code.va >> 40])
+        pm4.acquire_mem("gfx11", gli_inv=1, glv_inv=1, gl1_inv=1, gl2_inv=1)
+        + pm4.set_sh_reg(REGS["COMPUTE_PGM_LO"], [code.va >> 8 & 0xFFFFFFFF, code.va >> 40])
         + pm4.set_sh_reg(REGS["COMPUTE_PGM_RSRC1"], [0, 2 << 1])  # RSRC2.USER_SGPR = 2: s[0:1] = the output
         + pm4.set_sh_reg(REGS["COMPUTE_USER_DATA_0"], [out.va & 0xFFFFFFFF, out.va >> 32])
         + pm4.set_sh_reg(REGS["COMPUTE_NUM_THREAD_X"], [32, 1, 1])
