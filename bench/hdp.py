@@ -5,6 +5,9 @@ hdp_progress_point_us_<mode>_<MiB>MiB_clean: the HDP's work at one progress poin
 hdp_progress_point_us_<mode>_<MiB>MiB_<n>pages_stored: the same with the host having stored into n pages.
 hdp_submit_ratio_<mode>_<MiB>MiB: a runtime loop (host store into a 4 KiB VRAM buffer, copy queue copy to GTT,
   synchronize) with that much host-mapped VRAM alive, wall time over the same loop in `coherent`.
+hdp_peer_copy_into_pending_ratio_<mode>: GPU 0's copy queue writing 64 KiB into GPU 1's VRAM whose every page holds
+  an unflushed host store (each GPU write is taken in as it happens: HostMappedVram.dram_written), wall time over the
+  same loop into pages without host stores.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import best  # noqa: E402
 
-from hcqsim.runtime import open_device  # noqa: E402
+from hcqsim.runtime import open_device, open_devices  # noqa: E402
 
 MODES = ("report", "adversarial")
 
@@ -62,6 +65,24 @@ def submit_loop_s(mode: str, mib: int, n: int = 200) -> float:
         dev.close()
 
 
+def peer_copy_loop_s(mode: str, pending: bool, n: int = 40, size: int = 64 << 10) -> float:
+    devs = open_devices("sim", 2, memory_model=mode)
+    try:
+        src, dst = devs[0].alloc(size), devs[1].alloc(size)
+        devs[1].map_to(dst, devs[0])
+        q = devs[0].copy_queue()
+        t = time.perf_counter()
+        for i in range(n):
+            if pending:  # a host store into every page of GPU 1's VRAM: GPU 1's HDP is never flushed here
+                dst.view[::4096] = i & 0xFF
+            q.copy(dst, src, size).submit()
+            devs[0].synchronize()
+        return time.perf_counter() - t
+    finally:
+        for d in devs:
+            d.close()
+
+
 def main() -> None:
     for mode in MODES:
         for mib in (1, 64):
@@ -72,6 +93,10 @@ def main() -> None:
         for mode in MODES:
             ratio = min(submit_loop_s(mode, mib) for _ in range(3)) / base
             print(f"hdp_submit_ratio_{mode}_{mib}MiB: {ratio:.2f}")
+    for mode in MODES:
+        clean = min(peer_copy_loop_s(mode, False) for _ in range(3))
+        ratio = min(peer_copy_loop_s(mode, True) for _ in range(3)) / clean
+        print(f"hdp_peer_copy_into_pending_ratio_{mode}: {ratio:.2f}")
 
 
 if __name__ == "__main__":
