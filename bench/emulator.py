@@ -12,6 +12,12 @@ interleaving_cost_<policy>: wall time of a stream of small kernels and signals u
   in-order default (run_to_block), the cost of exploring orders.
 livelock_report_s: host wait -> DeadlockError naming the spinning wave, for a kernel spinning on a flag;
   livelock_report_s_atomic_poll: the same for a wave polling with an atomic add of 0 (stores compared while watched).
+livelock_report_s_<kind>_<pm4|aql>: submit + host wait -> the livelock report, for a one-wave self-branch
+  (`s_cbranch_vccnz -1`, an exact spin) and a poll that counts its tries (a counting spin, reported after
+  spin_iterations iterations).
+runaway_bound_s_<kind>_<pm4|aql>: submit -> the queue's `runaway` fault at max_kernel_steps, for the self-branch with
+  the spin watch off (shader_core.watch_spins = False) and for a one-wave hash loop without loads (never a spin);
+  runaway_bound_s_self_chaining_ib_<pm4|aql>: the same for an IB that chains to itself (max_packets_per_run).
 sdma_copy_interleaved_vs_in_order_64MiB: a 64 MiB COPY_LINEAR under round_robin (a scheduler turn per 4 KiB chunk,
   beside an idle compute queue) divided by the in-order default (one memmove): what interleaving chunks costs.
 """
@@ -24,54 +30,76 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from timing import best  # noqa: E402
+from tests.async_kernels import SPIN_IR, counting_poll_ir, loop_ir  # noqa: E402  (the kernels the tests run)
 
 from hcqsim import EmulatedGPU, kernels, pm4, sdma
 from hcqsim.compiler import compile_llvm
-from hcqsim.errors import DeadlockError
+from hcqsim.errors import DeadlockError, DeviceFault
 from hcqsim.runtime import open_device
 
-COUNT_IR = """
-define amdgpu_kernel void @count(ptr addrspace(1) %out, i32 %n) {
-entry:
-  br label %loop
-loop:
-  %i = phi i32 [ 0, %entry ], [ %j, %loop ]
-  %acc = phi i32 [ 0, %entry ], [ %acc2, %loop ]
-  %x = mul i32 %i, 2654435761
-  %acc2 = xor i32 %acc, %x
-  %j = add i32 %i, 1
-  %more = icmp ult i32 %j, %n
-  br i1 %more, label %loop, label %done
-done:
-  store i32 %acc2, ptr addrspace(1) %out
-  ret void
-}
-"""
-SPIN_IR = """
-define amdgpu_kernel void @spin(ptr addrspace(1) %flag) {
-entry:
-  br label %loop
-loop:
-  %v = load volatile i32, ptr addrspace(1) %flag, align 4
-  %z = icmp eq i32 %v, 0
-  br i1 %z, label %loop, label %done
-done:
-  ret void
-}
-"""
+COUNT_IR = loop_ir()  # kernel "loop"(data, out, n): a hash over n iterations, registers only
 ATOMIC_SPIN_IR = SPIN_IR.replace("load volatile i32, ptr addrspace(1) %flag, align 4",
                                  "atomicrmw volatile add ptr addrspace(1) %flag, i32 0 monotonic, align 4")
+COUNTING_SPIN_IR = counting_poll_ir()  # kernel "counting_poll"(flag, out, bound)
+# a one-wave self-branch (LLVM emits s_cbranch_vccnz -1): an exact spin, or with the watch off a runaway
+FOREVER_IR = """
+define amdgpu_kernel void @forever(ptr addrspace(1) %a, ptr addrspace(1) %b, i32 %n) {
+entry:
+  br label %loop
+loop:
+  br label %loop
+}
+"""
+
+
+def stuck_kernel_seconds(ir: str, name: str, aql: bool, watch: bool = True) -> tuple[float, str]:
+    """Submit a one-wave kernel that never ends and wait for it: seconds until the wait gave up, and how (the
+    livelock report, or the runaway fault at max_kernel_steps)."""
+    dev = open_device("sim", aql=aql)
+    prog = dev.load_program(compile_llvm(ir, dev.target), name)
+    dev.os.system.gpus[dev.index].shader_core.watch_spins = watch  # benchmark-only knob of the emulated machine
+    buf, out, done = dev.alloc(4096), dev.alloc(4096), dev.new_signal(0)
+    t = time.perf_counter()
+    how = "completed"
+    try:  # every kernel here takes (a buffer, a buffer, a bound) and never ends
+        dev.compute_queue().exec(prog, [buf, out, 0xFFFFFFFF], 1, 1).signal(done, 1).submit()
+        done.wait(1, timeout_ms=3_600_000)
+    except DeadlockError:
+        how = "livelock"
+    except DeviceFault as e:
+        how = "runaway" if "runaway" in str(e) else f"fault: {str(e)[:60]}"
+    seconds = time.perf_counter() - t
+    dev.close()
+    return seconds, how
+
+
+def self_chaining_ib_seconds(aql: bool) -> float:
+    """An IB of [NOP, INDIRECT_BUFFER CHAIN to itself] (AQL: run from a vendor PM4_IB packet) until the runaway
+    fault of its queue."""
+    from hcqsim import aql as aql_packets
+    with EmulatedGPU(target="gfx1100", seed=0, trace_limit=1000) as g:
+        ib = g.alloc(4096)
+        ib.u32()[:6] = pm4.nop(2) + pm4.indirect_buffer(ib.va, 6, chain=1)
+        t = time.perf_counter()
+        if aql:
+            g.aql_queue().submit(aql_packets.pm4_ib_packet(ib.va, 6))
+        else:
+            g.compute_queue().submit(pm4.indirect_buffer(ib.va, 6))
+        seconds = time.perf_counter() - t
+        assert g.faults and g.faults[0].kind == "runaway", g.faults
+    return seconds
 
 
 def issue_steps_per_s(n: int = 20_000) -> tuple[float, int]:
     dev = open_device("sim")
-    prog = dev.load_program(compile_llvm(COUNT_IR, dev.target), "count")
+    prog = dev.load_program(compile_llvm(COUNT_IR, dev.target), "loop")
     core = dev.os.system.gpus[dev.index].shader_core  # benchmark-only peek at the emulator's counters
-    out, done = dev.alloc(4096), dev.new_signal(0)
+    data, out, done = dev.alloc(4096), dev.alloc(4096), dev.new_signal(0)
     before = core.stats["issue_steps"]
     t = time.perf_counter()
-    dev.compute_queue().exec(prog, [out, n], 1, 1).signal(done, 1).submit()
+    dev.compute_queue().exec(prog, [data, out, n], 1, 1).signal(done, 1).submit()
     done.wait(1, timeout_ms=600_000)
     seconds = time.perf_counter() - t
     steps = core.stats["issue_steps"] - before
@@ -98,9 +126,9 @@ def kernel_stream_seconds(policy: str, kernels_n: int = 30) -> float:
 
 def livelock_report_seconds(ir: str = SPIN_IR) -> float:
     dev = open_device("sim")
-    prog = dev.load_program(compile_llvm(ir, dev.target), "spin")
-    flag, done = dev.alloc(4096), dev.new_signal(0)
-    dev.compute_queue().exec(prog, [flag], 64, 64).signal(done, 1).submit()
+    prog = dev.load_program(compile_llvm(ir, dev.target), "poll")
+    flag, out, done = dev.alloc(4096), dev.alloc(4096), dev.new_signal(0)
+    dev.compute_queue().exec(prog, [flag, out], 64, 64).signal(done, 1).submit()
     t = time.perf_counter()
     try:
         done.wait(1)
@@ -180,6 +208,18 @@ def main() -> None:
     print(f"livelock_report_s: {livelock_report_seconds():.3f}")
     print(f"livelock_report_s_atomic_poll: {livelock_report_seconds(ATOMIC_SPIN_IR):.3f}")
     print(f"sdma_copy_interleaved_vs_in_order_64MiB: {sdma_interleaved_vs_in_order():.2f}")
+    for queue, aql in (("pm4", False), ("aql", True)):
+        for kind, ir, name in (("self_branch", FOREVER_IR, "forever"), ("counting_poll", COUNTING_SPIN_IR, "counting_poll")):
+            seconds, how = stuck_kernel_seconds(ir, name, aql)
+            print(f"livelock_report_s_{kind}_{queue}: {seconds:.3f}" + ("" if how == "livelock" else f"  # {how}"))
+    if "--quick" in sys.argv:  # the runaway bounds take minutes
+        return
+    for queue, aql in (("pm4", False), ("aql", True)):
+        print(f"runaway_bound_s_self_chaining_ib_{queue}: {self_chaining_ib_seconds(aql):.2f}")
+        for kind, ir, name, watch in (("self_branch_unwatched", FOREVER_IR, "forever", False),
+                                      ("hash_loop", COUNT_IR, "loop", True)):
+            seconds, how = stuck_kernel_seconds(ir, name, aql, watch)
+            print(f"runaway_bound_s_{kind}_{queue}: {seconds:.1f}" + ("" if how == "runaway" else f"  # {how}"))
 
 
 if __name__ == "__main__":

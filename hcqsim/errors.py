@@ -135,6 +135,10 @@ class SpinningWave:
     address: int | None = None  # the address that load reads (first active lane)
     value: int | None = None  # the u32 there now
     gpu: str = ""
+    # a loop whose only change is a count (shader.spin): (register, change per iteration, value now) and the
+    # iterations seen with the polled memory unchanged; () for a loop whose whole state recurs
+    counting: tuple = ()
+    iterations: int = 0
 
     def __str__(self) -> str:
         on = f" on {self.gpu}" if self.gpu else ""
@@ -144,6 +148,11 @@ class SpinningWave:
             where = "an address it could not work out" if self.address is None else f"0x{self.address:x}"
             now = "" if self.value is None else f" (value now 0x{self.value:x})"
             text += f"\n    polling {where}{now} with +0x{self.poll_pc:x}: {self.poll}"
+        if self.counting:
+            regs = ", ".join(f"{r} ({d:+d} per iteration, now {v})" for r, d, v in self.counting)
+            text += (f"\n    for {self.iterations} iterations with that memory unchanged, counting in {regs}: if "
+                     f"the loop leaves once a count reaches a bound, hardware would leave then (EmulatedGPU("
+                     f"spin_iterations=...) lets it count longer)")
         return text
 
 

@@ -32,6 +32,7 @@ from .codeobject import KD_SIZE, decode_descriptor, user_sgpr_layout
 from .memory import PAGE_SIZE, AddressSpace, VaWindow, host_view, page_align
 from .registers import ADDRESS_REGISTER_PARTS, REGS, SH_BASE
 from .shader.core import DISPATCH_QUANTUM, EPOCH
+from .shader.spin import RUNS
 from .targets import Target, get_target
 
 _HEADER_NOISE = ("type", "opcode", "op")
@@ -47,8 +48,8 @@ WAVES_PER_PACKET = 64
 PROGRESS_WORK = 1 << 16
 # In order, a running dispatch holds back its queue's later packets until it ends, unless it is found spinning or
 # has changed no memory for this many issue steps (16 quanta): the liveness backstop for polls the spin finding
-# cannot recognise (their registers change), at the price of letting a later packet overtake a kernel that
-# computes that long without storing anything.
+# cannot recognise (their registers change, not by a constant step: shader.spin), at the price of letting a later
+# packet overtake a kernel that computes that long without storing anything.
 OVERTAKE_STEPS = 16 * DISPATCH_QUANTUM
 _HEX = re.compile(r"0x([0-9a-fA-F]+)")  # addresses in messages are canonicalised in traces
 _TRACKED = {"SET_SH_REG", "DISPATCH_DIRECT"}  # packets whose register values a displaced window's trace rewrites
@@ -102,12 +103,12 @@ class Allocation:
 
 # ---------------------------------------------------------------------------------------------------
 # scheduler policies. At each decision the GPU offers the ready activities: per queue (creation order) its
-# running dispatches (oldest first), then its packet processor (a dispatch found spinning, or idle for
-# overtake_steps, behind it); a queue whose oldest dispatch used up a quantum goes behind the other queues. ready[0]
-# is the in-order choice (`EmulatedGPU._activities`).
+# running dispatches (oldest first), then its CP DMA engine (kind "cp_dma": DMA_DATA without CP_SYNC still moving),
+# then its packet processor (a dispatch found spinning, or idle for overtake_steps, behind it); a queue whose oldest
+# dispatch used up a quantum goes behind the other queues. ready[0] is the in-order choice (`EmulatedGPU._activities`).
 # `choose(ready) -> (activity, budget)`: budget is packets for a queue (a queue part-way through a COPY/fill packet,
-# `queue.transfer`, counts each chunk of queue.COPY_CHUNK bytes as one), issue steps for a dispatch (capped at
-# DISPATCH_QUANTUM); `(None, 0)` hands control back to the host (the progress point ends there). Optional hooks a
+# `queue.transfer`, counts each chunk of queue.COPY_CHUNK bytes as one), chunks for a CP DMA engine, issue steps for
+# a dispatch (capped at DISPATCH_QUANTUM); `(None, 0)` hands control back to the host (the progress point ends there). Optional hooks a
 # policy may define: `workgroup_order(n_groups) -> permutation | None` (launch order of a dispatch's workgroups,
 # None: the CP's order), `choose_waves(n_pcs) -> index` (which of the distinct PCs of runnable waves issues
 # next, sorted ascending; without the hook the lowest PC issues first) and `split_waves(n_waves) -> index | None`
@@ -258,7 +259,8 @@ class EmulatedGPU:
                  window: VaWindow | None = None, index: int = 0, gpu_id: int | None = None, autorun: bool = True,
                  trace_limit: int = 200_000, interrupt_limit: int = 200_000, max_packets_per_run: int = MAX_PACKETS_PER_RUN,
                  cost: CostModel = CostModel(), shader: bool = True, max_kernel_steps: int | None = None,
-                 memory_model: str | None = None, memory_reports: list | None = None):
+                 memory_model: str | None = None, memory_reports: list | None = None,
+                 spin_iterations: int | None = -1):
         self.target: Target = get_target(target)
         memory_model = default_model() if memory_model is None else memory_model  # HCQSIM_MEMORY_MODEL, else coherent
         self.memory_model = check_model(memory_model)
@@ -293,6 +295,8 @@ class EmulatedGPU:
             self.shader_core = ShaderCore(self)
             if max_kernel_steps is not None:
                 self.shader_core.max_kernel_steps = max_kernel_steps
+            if spin_iterations != -1:  # None: a loop that only counts is never called a spin
+                self.shader_core.spin_iterations = spin_iterations
         self._buffers: dict[int, Allocation] = {}
         self.hdp = HostDataPath(self)  # host stores to CPU-mapped VRAM and the HDP flushes (coherence/hdp.py)
         self._running = False
@@ -435,8 +439,8 @@ class EmulatedGPU:
         dispatches, oldest first, then its packets -- so in order a dispatch finishes before the packets behind it
         run, however long it takes. Two exceptions keep that live: a dispatch found spinning (looping on memory
         nobody writes, see ActiveDispatch) goes behind its queue's packets, and so does one that has changed no
-        memory for `overtake_steps` issue steps (a poll whose registers change, a count of tries, that the spin
-        finding cannot see). A queue whose oldest dispatch used up a quantum goes behind the other queues, so a
+        memory for `overtake_steps` issue steps (a poll whose registers change, not by a constant step, that the
+        spin finding cannot see). A queue whose oldest dispatch used up a quantum goes behind the other queues, so a
         long kernel never starves another queue."""
         front, back = [], []
         yielded, overtake = self._yielded, self.overtake_steps
@@ -444,6 +448,8 @@ class EmulatedGPU:
             acts, behind = [], []
             for d in q.inflight:
                 (behind if d.spinning or d.steps - d.changed_at >= overtake else acts).append(d)
+            if q.dma.pending and q.active:  # DMA_DATA without CP_SYNC still moving: in order, before what follows
+                acts.append(q.dma)
             if q.ready():
                 acts.append(q)
             acts += behind
@@ -456,7 +462,7 @@ class EmulatedGPU:
             return 0
         self._running = True
         self.livelocked = False
-        EPOCH[0] += 1  # the host may have stored since the last progress point: spin verdicts are stale
+        RUNS[0] += 1  # the host may have stored since the last progress point: spin verdicts are stale
         work = 0
         bound = self.max_packets_per_run
         coherence = self.coherence
@@ -471,7 +477,7 @@ class EmulatedGPU:
                 ready = self._activities()
                 if not ready:
                     break
-                if not any(a.kind == "queue" for a in ready) and self._all_spinning(ready):
+                if all(a.kind == "dispatch" for a in ready) and self._all_spinning(ready):
                     self.livelocked = True  # only waves looping on memory nobody writes: nothing will change
                     break
                 if work_limit is not None and work >= work_limit:
@@ -484,6 +490,9 @@ class EmulatedGPU:
                     coherence.agent = act  # the engine accesses of this turn take the activity's cache path
                 if act.kind == "dispatch":
                     work += self._advance_dispatch(act, min(max(1, budget), DISPATCH_QUANTUM))
+                    continue
+                if act.kind == "cp_dma":
+                    work += self._advance_cp_dma(act, max(1, budget))
                     continue
                 q = act
                 before = q.streak
@@ -542,6 +551,23 @@ class EmulatedGPU:
                 d.watch()  # a long kernel: look for a spin, which lets the packets behind it run
             if n >= budget or d.spinning:
                 self._yielded.add(d)  # a quantum used up (or a spin found): other queues get a turn first
+        return max(n, 1)
+
+    def _advance_cp_dma(self, dma, budget: int) -> int:
+        """Move up to `budget` chunks of a queue's CP DMA transfers (DMA_DATA without CP_SYNC)."""
+        q = dma.queue
+        try:
+            n = dma.advance(budget)
+        except Exception as e:  # ranges are checked at the packet: only the memory model or an emulator bug
+            if not isinstance(e, EngineError):
+                e = EngineError(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}")
+                e.kind = "internal emulator error"
+            if dma.pending:
+                q.current = dma.pending[0].origin
+            self._record_fault(q, e)
+            return 1
+        if n:
+            EPOCH[0] += 1  # chunks wrote memory: spin verdicts taken before are stale
         return max(n, 1)
 
     def _dispatch_fault(self, d, e: EngineError) -> None:

@@ -102,11 +102,11 @@ CS_PARTIAL_FLUSH = code(EVENT_TYPES, "CS_PARTIAL_FLUSH")
 
 
 # Fields with no effect in the emulator (memory is coherent, the CP does not poll on a timer, one VMID):
-# decoded for disassembly and traces, skipped on the execution fast path.
+# decoded for disassembly and traces, skipped on the execution fast path. (DMA_DATA CP_SYNC acts: queue.CpDma.)
 HINTS = {"type", "count", "opcode", "shader_type", "predicate", "cache_policy", "src_cache_policy",
          "dst_cache_policy", "wr_confirm", "engine_sel", "poll_interval", "optimize_ace_offload_mode",
          "offload_polling", "vmid", "offload_enable", "vmid_shift", "execute", "pq_exe_status", "loop_interval",
-         "engine", "cp_sync", "raw_wait", "dis_wc", "coher_size", "coher_size_hi", "coher_base", "coher_base_hi",
+         "engine", "raw_wait", "dis_wc", "coher_size", "coher_size_hi", "coher_base", "coher_base_hi",
          "gcr_seq", "glm_wb", "glm_inv", "glv_inv", "gl1_inv", "gl2_us", "gl2_range", "gl2_discard", "gl2_inv",
          "gl2_wb", "gli_inv", "gl1_range", "glk_wb", "glk_inv", "seq", "range_is_pa"}
 

@@ -343,8 +343,8 @@ def unsliced_waits():
 
 
 def _queue_of(act):
-    """The queue of a ready activity: itself, or the queue that launched a running dispatch."""
-    return act.queue if getattr(act, "kind", "queue") == "dispatch" else act
+    """The queue of a ready activity: itself, or the queue of a running dispatch or of its CP DMA engine."""
+    return act if getattr(act, "kind", "queue") == "queue" else act.queue
 
 
 def steps_text(snapshot) -> str:
@@ -366,7 +366,9 @@ def steps_text(snapshot) -> str:
         q, act, start, budget, which, n_ready = s
         trace = traces[id(q.gpu)]
         end = ends.get(i, len(trace))
-        if act is not q:  # a running dispatch's waves advanced
+        if act is not q and act.kind == "cp_dma":  # DMA_DATA without CP_SYNC moved chunks
+            ran = f"its CP DMA (up to {budget} chunks)"
+        elif act is not q:  # a running dispatch's waves advanced
             ran = f"waves of dispatch #{getattr(act, 'seq', '?')} (up to {budget} issue steps)"
         else:
             packets = [e[3][2].name for e in _trace_slice(trace, start, end) if e[2] == "packet" and e[1] == q.name]

@@ -18,27 +18,16 @@ from hcqsim.compiler import compile_llvm
 from hcqsim.errors import DeadlockError, DeviceTimeout
 from hcqsim.runtime import open_device
 from hcqsim.strategies import Interleaver, interleavings
+from tests.async_kernels import ARRIVE_IR, HASH_BODY, SPIN_IR, hash_result, loop_ir
 
 TARGETS = ["gfx1100", "gfx942"]
 
-# A kernel that waits for the host: every work-item polls *flag until it is non-zero, then stores it to out[0].
-SPIN_IR = """
-define amdgpu_kernel void @spin(ptr addrspace(1) %flag, ptr addrspace(1) %out) {
-entry:
-  br label %loop
-loop:
-  %v = load volatile i32, ptr addrspace(1) %flag, align 4
-  %z = icmp eq i32 %v, 0
-  br i1 %z, label %loop, label %done
-done:
-  store i32 %v, ptr addrspace(1) %out, align 4
-  ret void
-}
-"""
+# A kernel that waits for the host: work-item 0 polls *flag until it is non-zero, then stores it to out[0]
+# (tests/async_kernels.py SPIN_IR, kernel "poll").
 
 
 def spin_program(dev):
-    return dev.load_program(compile_llvm(SPIN_IR, dev.target), "spin")
+    return dev.load_program(compile_llvm(SPIN_IR, dev.target), "poll")
 
 
 def u32(buf, n=1):
@@ -105,25 +94,7 @@ def test_nobody_to_release_the_spin_is_a_livelock_report_naming_the_wave_and_add
 
 # A kernel that is merely long: a counting loop past several quanta (watched for spins all along), and one that
 # stores every iteration; neither is a livelock.
-LONG_IR = """
-define amdgpu_kernel void @long(ptr addrspace(1) %out, i32 %n) {
-entry:
-  br label %loop
-loop:
-  %i = phi i32 [ 0, %entry ], [ %j, %loop ]
-  %acc = phi i32 [ 0, %entry ], [ %acc2, %loop ]
-  %x = mul i32 %i, 2654435761
-  %acc2 = xor i32 %acc, %x
-  store volatile i32 %i, ptr addrspace(1) %out, align 4
-  %j = add i32 %i, 1
-  %more = icmp ult i32 %j, %n
-  br i1 %more, label %loop, label %done
-done:
-  %p = getelementptr i32, ptr addrspace(1) %out, i32 1
-  store i32 %acc2, ptr addrspace(1) %p, align 4
-  ret void
-}
-"""
+STORING_HASH = "  store volatile i32 %i, ptr addrspace(1) %beat, align 4\n" + HASH_BODY  # a store every iteration
 
 
 @pytest.mark.parametrize("stores", [True, False], ids=["storing", "registers-only"])
@@ -131,16 +102,12 @@ done:
 def test_a_merely_long_kernel_is_not_a_livelock(target, stores):
     dev = open_device("sim", target=target)
     try:
-        ir = LONG_IR if stores else LONG_IR.replace("  store volatile i32 %i, ptr addrspace(1) %out, align 4\n", "")
-        prog = dev.load_program(compile_llvm(ir, dev.target), "long")
-        out, done = dev.alloc(4096), dev.new_signal(0)
+        prog = dev.load_program(compile_llvm(loop_ir(STORING_HASH if stores else HASH_BODY), dev.target), "loop")
+        data, out, done = dev.alloc(4096), dev.alloc(4096), dev.new_signal(0)
         n = 3000  # well past a quantum of issue steps: watched, never repeating
-        dev.compute_queue().exec(prog, [out, n], 1, 1).signal(done, 1).submit()
+        dev.compute_queue().exec(prog, [data, out, n], 1, 1).signal(done, 1).submit()
         done.wait(1, timeout_ms=600_000)
-        acc = 0
-        for i in range(n):
-            acc ^= (i * 2654435761) & 0xFFFFFFFF
-        assert list(u32(out, 2)) == [n - 1 if stores else 0, acc]
+        assert list(u32(out, 3)) == [hash_result(n), n, n - 1 if stores else 0]
     finally:
         dev.close()
 
@@ -371,36 +338,20 @@ def test_a_policy_chooses_the_workgroup_order():
 
 # -- so is the order of the waves of one workgroup --------------------------------------------------------
 
-# Work-items 0, 32, 64, ... (the first lane of every wave32, two per wave64) take a ticket: out[t / 32] = its turn.
-WAVE_TICKET_IR = """
-declare i32 @llvm.amdgcn.workitem.id.x()
-define amdgpu_kernel void @wave_ticket(ptr addrspace(1) %counter, ptr addrspace(1) %out) {
-entry:
-  %wi = call i32 @llvm.amdgcn.workitem.id.x()
-  %lane = and i32 %wi, 31
-  %first = icmp eq i32 %lane, 0
-  br i1 %first, label %take, label %done
-take:
-  %t = atomicrmw add ptr addrspace(1) %counter, i32 1 monotonic
-  %w = lshr i32 %wi, 5
-  %p = getelementptr i32, ptr addrspace(1) %out, i32 %w
-  store i32 %t, ptr addrspace(1) %p
-  br label %done
-done:
-  ret void
-}
-"""
+# Work-items 0, 32, 64, ... (the first lane of every wave32, two per wave64) take a ticket (async_kernels.ARRIVE_IR:
+# order[ticket] = t / 32 in one workgroup); wave_ticket_order gives each one's turn.
 SLOTS = 8  # one workgroup of 256 work-items: 8 wave32s or 4 wave64s
 
 
 def wave_ticket_order(policy, target="gfx1100", seed=0):
     dev = open_device("sim", target=target, policy=policy, seed=seed)
     try:
-        prog = dev.load_program(compile_llvm(WAVE_TICKET_IR, dev.target), "wave_ticket")
-        counter, out, done = dev.alloc(4096), dev.alloc(4096), dev.new_signal(0)
-        dev.compute_queue().exec(prog, [counter, out], 32 * SLOTS, 32 * SLOTS).signal(done, 1).submit()
+        prog = dev.load_program(compile_llvm(ARRIVE_IR, dev.target), "arrive")
+        counter, order, done = dev.alloc(4096), dev.alloc(4096), dev.new_signal(0)
+        dev.compute_queue().exec(prog, [counter, order], 32 * SLOTS, 32 * SLOTS).signal(done, 1).submit()
         done.wait(1)
-        return list(u32(out, SLOTS))
+        arrived = list(u32(order, SLOTS))
+        return [arrived.index(who) for who in range(SLOTS)]
     finally:
         dev.close()
 

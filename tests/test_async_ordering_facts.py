@@ -40,6 +40,8 @@ from hcqsim.gpu import OVERTAKE_STEPS, ExplicitChoices
 from hcqsim.runtime import open_device
 from hcqsim.runtime.aql_ring import AqlDispatch
 from hcqsim.shader.core import DISPATCH_QUANTUM
+from hcqsim.shader.spin import SPIN_ITERATIONS
+from tests.async_kernels import ARRIVE_IR, NO_BOUND, SPIN_IR, counting_poll_ir
 
 TARGETS = ["gfx1100", "gfx942"]
 CONFIGS = [(t, q) for t in TARGETS for q in ("pm4", "aql")]
@@ -50,48 +52,9 @@ SCHEDULES = range(1, 13)  # explored schedules for data races (seeds of Explorer
 SPIN_SCHEDULES = range(1, 6)  # fewer for the spin tests: a livelock costs a detection each
 
 # work-item 0 of every workgroup polls *flag until it is non-zero, then stores what it saw to out[0]
-SPIN_IR = """
-declare i32 @llvm.amdgcn.workitem.id.x()
-define amdgpu_kernel void @spin(ptr addrspace(1) %flag, ptr addrspace(1) %out) {
-entry:
-  %t = call i32 @llvm.amdgcn.workitem.id.x()
-  %first = icmp eq i32 %t, 0
-  br i1 %first, label %loop, label %exit
-loop:
-  %v = load volatile i32, ptr addrspace(1) %flag, align 4
-  %z = icmp eq i32 %v, 0
-  br i1 %z, label %loop, label %done
-done:
-  store volatile i32 %v, ptr addrspace(1) %out, align 4
-  br label %exit
-exit:
-  ret void
-}
-"""
-# the same poll, at most %tries times; it stores what it saw last (0: it gave up). Cheap proof that something
-# did NOT run while the kernel was in flight (an endless spinner costs a livelock detection per run)
-BOUNDED_SPIN_IR = """
-declare i32 @llvm.amdgcn.workitem.id.x()
-define amdgpu_kernel void @bounded_spin(ptr addrspace(1) %flag, ptr addrspace(1) %out, i32 %tries) {
-entry:
-  %t = call i32 @llvm.amdgcn.workitem.id.x()
-  %first = icmp eq i32 %t, 0
-  br i1 %first, label %loop, label %exit
-loop:
-  %i = phi i32 [ 0, %entry ], [ %i1, %loop ]
-  %v = load volatile i32, ptr addrspace(1) %flag, align 4
-  %i1 = add i32 %i, 1
-  %z = icmp eq i32 %v, 0
-  %more = icmp ult i32 %i1, %tries
-  %again = and i1 %z, %more
-  br i1 %again, label %loop, label %done
-done:
-  store volatile i32 %v, ptr addrspace(1) %out, align 4
-  br label %exit
-exit:
-  ret void
-}
-"""
+# (tests/async_kernels.py SPIN_IR); the bounded spinner is the same poll, at most %tries times, storing what it saw
+# last (0: it gave up): cheap proof that something did NOT run while the kernel was in flight (an endless spinner
+# costs a livelock detection per run) -- async_kernels.counting_poll_ir, which counts its tries in a register.
 # work-item 0 stores `v` to *flag: a kernel that releases the spinner
 STORE_IR = """
 declare i32 @llvm.amdgcn.workitem.id.x()
@@ -107,30 +70,7 @@ exit:
 }
 """
 
-# lanes t with t % 32 == 0 (one per wave32, two per wave64) take a ticket from *counter and write who they are
-# (workgroup * 1000 + t / 32) at order[ticket]: the order in which waves and workgroups reached the atomic
-ARRIVE_IR = """
-declare i32 @llvm.amdgcn.workitem.id.x()
-declare i32 @llvm.amdgcn.workgroup.id.x()
-define amdgpu_kernel void @arrive(ptr addrspace(1) %counter, ptr addrspace(1) %order) {
-entry:
-  %t = call i32 @llvm.amdgcn.workitem.id.x()
-  %lane = and i32 %t, 31
-  %first = icmp eq i32 %lane, 0
-  br i1 %first, label %take, label %exit
-take:
-  %g = call i32 @llvm.amdgcn.workgroup.id.x()
-  %w = lshr i32 %t, 5
-  %g1000 = mul i32 %g, 1000
-  %who = add i32 %g1000, %w
-  %i = atomicrmw add ptr addrspace(1) %counter, i32 1 seq_cst, align 4
-  %slot = getelementptr i32, ptr addrspace(1) %order, i32 %i
-  store i32 %who, ptr addrspace(1) %slot, align 4
-  br label %exit
-exit:
-  ret void
-}
-"""
+# ARRIVE_IR (tests/async_kernels.py): the order in which waves and workgroups reached an atomic
 
 HOST_RELEASE = 1  # the value the host stores to release a livelocked spinner
 PACKET_RELEASE = 2  # the value a later packet (or kernel) stores
@@ -182,9 +122,9 @@ class Rig:
         self.target, self.kind, self.family = target, kind, self.dev.family
         self.iota = self.dev.load_program(kernels.code_object("iota", target), "iota")
         self.scale = self.dev.load_program(kernels.code_object("scale", target), "scale")
-        self.spin = self.dev.load_program(compile_llvm(SPIN_IR, target), "spin")
+        self.spin = self.dev.load_program(compile_llvm(SPIN_IR, target), "poll")
         self.store = self.dev.load_program(compile_llvm(STORE_IR, target), "store")
-        self.bounded_spin = self.dev.load_program(compile_llvm(BOUNDED_SPIN_IR, target), "bounded_spin")
+        self.bounded_spin = self.dev.load_program(compile_llvm(counting_poll_ir(), target), "counting_poll")
         self.arrive = self.dev.load_program(compile_llvm(ARRIVE_IR, target), "arrive")
         self.ib = self.dev.alloc(1 << 20)  # our own PM4 IBs for AQL vendor packets (barrier bit of our choice)
         self.ib_put = 0
@@ -478,6 +418,34 @@ def test_cs_partial_flush_keeps_the_next_dispatch_from_starting(rig):
         assert bounded_spin_then(rig, s, release) == HELD_BACK, f"schedule {s}"
 
 
+def cp_dma_then_probe(rig, seed, *, wait=False):
+    """One queue: a DMA_DATA copy without CP_SYNC (facts 3.3 CP_SYNC[31]), [a zero-byte DMA_DATA with CP_SYNC,]
+    then a COPY_DATA of the copy's last dword to a probe (AQL: all in one vendor PM4 IB). Returns (probe, want)."""
+    src, dst, probe = rig.buf(), rig.buf(), rig.buf(64)
+    u32(src)[:] = iota(7)
+    under(rig, seed)
+    wait_dma = (pm4.dma_data(0, 0, 0),) if wait else ()
+    q = rig.pm4(rig.dev.compute_queue(0), pm4.dma_data(dst.va, src.va, 4 * N, cp_sync=0), *wait_dma,
+                pm4.copy_data(dst.va + 4 * N - 4, probe.va))
+    q.submit()
+    rig.dev.synchronize()
+    under(rig, 0)
+    assert np.array_equal(u32(dst), iota(7))  # the copy itself always completes
+    return int(u32(probe, 1)[0]), int(iota(7)[-1])
+
+
+def test_a_packet_after_a_dma_data_without_cp_sync_may_overtake_it_never_in_order(rig):
+    """Without CP_SYNC the CP reads on while its DMA engine copies (derived: PAL waits for such 'CP blts' with a
+    DMA_DATA that has CP_SYNC; the ring does not wait for them): a later COPY_DATA may read the copy's last dword
+    before it landed under some schedule; in order never, and never behind a CP_SYNC DMA_DATA."""
+    seen, want = cp_dma_then_probe(rig, 0)
+    assert seen == want
+    explored = [cp_dma_then_probe(rig, s)[0] for s in SCHEDULES]
+    assert 0 in explored, f"no schedule let the COPY_DATA overtake the copy: {explored}"
+    for s in (0, *SCHEDULES):
+        assert cp_dma_then_probe(rig, s, wait=True)[0] == want, f"schedule {s}"
+
+
 def spin_on_queue0_then(rig, seed, other_packets, *, barrier=0):
     """The spinner on queue 0, `other_packets(flag)` on queue 1 (one vendor packet with `barrier` on AQL).
     Queue 1 first waits for a gate queue 0 opens just before its dispatch: both are ready while it runs."""
@@ -572,38 +540,12 @@ store:
 }
 """
 DELAY = 2500  # iterations: more than two quanta of issue steps
-# polls *flag, counting its tries in a register (so its state never repeats: not a spin the watch can find), and
-# stores what it saw to out[0] once the flag is set
-COUNTING_SPIN_IR = """
-declare i32 @llvm.amdgcn.workitem.id.x()
-define amdgpu_kernel void @counting_spin(ptr addrspace(1) %flag, ptr addrspace(1) %out) {
-entry:
-  %t = call i32 @llvm.amdgcn.workitem.id.x()
-  %first = icmp eq i32 %t, 0
-  br i1 %first, label %loop, label %exit
-loop:
-  %i = phi i32 [ 0, %entry ], [ %i1, %loop ]
-  %v = load volatile i32, ptr addrspace(1) %flag, align 4
-  %i1 = add i32 %i, 1
-  %z = icmp eq i32 %v, 0
-  br i1 %z, label %loop, label %done
-done:
-  store volatile i32 %v, ptr addrspace(1) %out, align 4
-  %p = getelementptr i32, ptr addrspace(1) %out, i32 1
-  store volatile i32 %i1, ptr addrspace(1) %p, align 4
-  br label %exit
-exit:
-  ret void
-}
-"""
-
-
 @pytest.fixture(scope="module", params=CONFIGS, ids=IDS)
 def in_order_rig(request):
     """The real default policy (run_to_block), with the long kernels."""
     r = Rig(*request.param)
     r.delayed_iota = r.dev.load_program(compile_llvm(DELAYED_IOTA_IR, r.target), "delayed_iota")
-    r.counting_spin = r.dev.load_program(compile_llvm(COUNTING_SPIN_IR, r.target), "counting_spin")
+    r.counting_spin = r.bounded_spin  # with NO_BOUND: polls counting its tries (a counting spin, shader.spin)
     yield r
     r.close()
 
@@ -633,27 +575,31 @@ def test_in_order_a_dispatch_after_a_long_kernel_reads_its_results(in_order_rig)
     assert np.array_equal(u32(b), 3 * iota(1))
 
 
-@pytest.mark.parametrize("overtake", ["default", "lowered"])
+@pytest.mark.parametrize("overtake", ["counting_spin", "backstop"])
 def test_in_order_a_spin_only_a_later_packet_releases_still_completes(in_order_rig, overtake):
     """Where progress needs it, a later packet overtakes a running kernel even in order: the exact spinner is
     found spinning (the WRITE_DATA after it releases it, the first spin tests above); a poll that counts its
-    tries is no spin the watch can see, and is overtaken once it has changed no memory for `overtake_steps`
-    issue steps (16 quanta by default; lowered to 2 quanta on three configs to keep the suite fast)."""
+    tries is found as a counting spin after `spin_iterations` iterations (shader.spin) and overtaken then; with
+    counting spins never reported (spin_iterations=None), only the backstop is left: overtaken once it has changed
+    no memory for `overtake_steps` issue steps (16 quanta by default; lowered to 2 quanta here)."""
     rig = in_order_rig
-    if overtake == "default" and (rig.target, rig.kind) != ("gfx1100", "pm4"):
-        pytest.skip("the default backstop costs 16 quanta of issue steps: one config runs it")
     gpu = rig.dev.os.system.gpus[0]  # test-only look inside the emulated machine
-    if overtake == "lowered":
-        gpu.overtake_steps = 2 * DISPATCH_QUANTUM
+    core = gpu.shader_core
+    if overtake == "backstop":
+        gpu.overtake_steps, core.spin_iterations = 2 * DISPATCH_QUANTUM, None
     try:
         flag, out = rig.buf(64), rig.buf(64)
-        q = rig.kernel(rig.dev.compute_queue(0), rig.counting_spin, [flag, out], 64, 64)
+        q = rig.kernel(rig.dev.compute_queue(0), rig.counting_spin, [flag, out, NO_BOUND], 64, 64)
         rig.pm4(q, pm4.write_data(flag.va, [PACKET_RELEASE])).submit()
         rig.dev.synchronize()
         assert u32(out, 2)[0] == PACKET_RELEASE
-        assert u32(out, 2)[1] * 8 >= gpu.overtake_steps  # it polled (<= 8 issue steps a try) until overtaken
+        tries = int(u32(out, 2)[1])
+        if overtake == "backstop":
+            assert tries * 12 >= gpu.overtake_steps  # it polled (<= 12 issue steps a try) until overtaken
+        else:  # found once it had counted spin_iterations tries, long before the backstop
+            assert SPIN_ITERATIONS <= tries and tries * 4 < gpu.overtake_steps, tries
     finally:
-        gpu.overtake_steps = OVERTAKE_STEPS
+        gpu.overtake_steps, core.spin_iterations = OVERTAKE_STEPS, SPIN_ITERATIONS
 
 
 # -- order inside one dispatch ------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ launches the waves and the CP reads the next packet; EVENT_WRITE CS_PARTIAL_FLUS
 earlier dispatch has finished; RELEASE_MEM is queued as an end-of-pipe event that writes (and interrupts) once
 every earlier dispatch has finished, in order, without stalling the queue (facts 3); ACQUIRE_MEM, WRITE_DATA,
 COPY_DATA and the rest act when the CP reaches them, whatever is still running. DMA_DATA copies and fills move in
-chunks (`queue.COPY_CHUNK`) other queues, kernels and the host may interleave with; the queue's next packet waits.
+chunks (`queue.COPY_CHUNK`) other queues, kernels and the host may interleave with; with CP_SYNC the queue's next
+packet waits for the last one, without it the queue's CP DMA engine (`queue.CpDma`) moves them while the CP reads
+on, and only a later DMA_DATA with CP_SYNC waits for them.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from ..pm4 import (COPY_DST, COPY_SRC, COUNT_MAX, DATA_SEL, DMA_DST, DMA_SRC, EV
                    NOP_ONE_DWORD, OP, OPCODES, RELEASE_DST, TYPE3, TYPE_NAMES, WRITE_DATA_DST, code, codes)
 from ..registers import REG_ADDRESS_MASK, REGS, SH_BASE, SH_END, UCONFIG_BASE, UCONFIG_END, reg_name
 from .dispatch import decode_dispatch
-from .queue import EngineQueue, Stream
+from .queue import EngineQueue, Stream, Transfer
 
 # Field values the handlers act on, named from the packet tables (the fast path compares plain ints).
 _NOP = OP["NOP"]
@@ -371,6 +373,11 @@ class PM4Queue(EngineQueue):
             raise UnsupportedError("DMA_DATA with register source/destination (SAS/DAS) is not emulated")
         if v["dst_sel"] == _DMA_DST_GDS or v["src_sel"] == _DMA_SRC_GDS:
             raise UnsupportedError("DMA_DATA to or from GDS is not emulated")
+        sync = v["cp_sync"]
+        if sync and self.dma.pending:  # CP_SYNC: the CP waits for every earlier CP DMA, then runs this one
+            self.stall(stream, pos, lambda: int(not self.dma.pending), EQUAL, 1, 1, None, retry=True)
+            self.wait.reason = f"DMA_DATA CP_SYNC: earlier CP DMA to finish ({self.dma.describe()})"
+            return
         mem, dst = self.gpu.memory, v["dst_addr"]
         if n == 0:
             return
@@ -382,35 +389,45 @@ class PM4Queue(EngineQueue):
         if fill and not v["daic"]:  # immediate: fill with the DATA dword, in chunks
             pattern = (v["src_addr"] & 0xFFFFFFFF).to_bytes(4, "little")
             mem.check(dst, n, "write")
-            self._chunked(stream, pos, n, lambda off, k: mem.fill(dst + off, pattern, k), finish)
+            self._chunked(stream, pos, n, lambda off, k: mem.fill(dst + off, pattern, k), finish, sync=sync)
             return
         if not fill and not v["saic"] and not v["daic"]:  # a plain copy, in chunks
             mem.check(src, n, "read")
             mem.check(dst, n, "write")
             self._chunked(stream, pos, n, lambda off, k: mem.copy(dst + off, src + off, k), finish,
-                          backwards=src < dst < src + n)
+                          backwards=src < dst < src + n, sync=sync)
             return
         if not fill and v["saic"] and not v["daic"]:  # source address does not increment: repeat the dword at src
             mem.check(src, 4, "read")
             mem.check(dst, n, "write")
-            self._chunked(stream, pos, n, lambda off, k: mem.fill(dst + off, mem.read(src, 4), k), finish)
+            self._chunked(stream, pos, n, lambda off, k: mem.fill(dst + off, mem.read(src, 4), k), finish, sync=sync)
             return
         # the forms that move at most one dword: a single step
         if fill:
-            mem.write(dst, (v["src_addr"] & 0xFFFFFFFF).to_bytes(4, "little")[:min(n, 4)])
+            once = lambda: mem.write(dst, (v["src_addr"] & 0xFFFFFFFF).to_bytes(4, "little")[:min(n, 4)])
         elif v["saic"]:
-            mem.copy(dst, src, min(n, 4))
+            once = lambda: mem.copy(dst, src, min(n, 4))
         else:  # destination does not increment: the last dword lands
             mem.check(src, n, "read")
-            mem.copy(dst, src + max(0, (n - 1) // 4 * 4), min(4, n))
+            once = lambda: mem.copy(dst, src + max(0, (n - 1) // 4 * 4), min(4, n))
+        if not sync:  # behind the earlier CP DMA transfers, as one chunk
+            self._chunked(stream, pos, min(n, 4), lambda off, k: once(), finish, sync=0)
+            return
+        once()
         self.gpu.tick(self.gpu.cost.copy(n))
         finish()
 
-    def _chunked(self, stream, pos, n: int, move, finish, *, backwards: bool = False) -> None:
-        """A DMA_DATA that moves n bytes: in chunks the scheduler may interleave; this queue's next packet waits for
-        the last one (facts 3.3 say nothing of CP_SYNC = 0 letting later packets overtake: not modelled)."""
+    def _chunked(self, stream, pos, n: int, move, finish, *, backwards: bool = False, sync: int = 1) -> None:
+        """A DMA_DATA that moves n bytes in chunks the scheduler may interleave. CP_SYNC: this queue's next packet
+        waits for the last chunk. Without it the CP DMA engine moves them (`queue.CpDma`) while the CP reads on;
+        this turn ends so the scheduler chooses between the copy and the next packet (in order: the copy first)."""
         self.gpu.tick(self.gpu.cost.packet)
-        self.start_transfer(stream, pos, "DMA_DATA", n, move, finish, backwards=backwards)
+        if sync:
+            self.start_transfer(stream, pos, "DMA_DATA", n, move, finish, backwards=backwards)
+            return
+        self.dma.start(Transfer("DMA_DATA", n, move, finish, (stream, pos), backwards=backwards,
+                                bytes_per_tick=self.gpu.cost.bytes_per_tick))
+        self.yield_turn = True
 
     def _execDISPATCH_DIRECT(self, stream, pos, v):
         dims = (v["dim_x"], v["dim_y"], v["dim_z"])

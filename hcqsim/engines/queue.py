@@ -169,6 +169,53 @@ class Transfer:
         return f"{self.what}: {self.done} of {self.total} bytes moved"
 
 
+class CpDma:
+    """A queue's CP DMA engine: DMA_DATA packets without CP_SYNC, moving their bytes while the CP reads on. An
+    activity of the GPU's scheduler beside the queue's packets and dispatches (kind "cp_dma"): `advance(budget)`
+    moves up to `budget` chunks of the oldest transfer; transfers run one after another, in packet order.
+
+    What waits for it (derived: PAL's compute postamble and barriers say the ring does not wait for CP DMAs and
+    a bottom-of-pipe event cannot be used; the only wait is a DMA_DATA with CP_SYNC, which PAL issues with zero
+    bytes): a later DMA_DATA of the queue queues behind the running ones, and one with CP_SYNC stalls the CP until
+    every earlier one has finished. RELEASE_MEM, EVENT_WRITE, WAIT_REG_MEM and the end of the stream do not."""
+
+    kind = "cp_dma"
+
+    def __init__(self, queue: "EngineQueue"):
+        self.queue = queue
+        self.pending: deque[Transfer] = deque()
+        self.chunks = 0  # chunks moved, for statistics
+
+    @property
+    def name(self) -> str:
+        return f"{self.queue.name} CP DMA"
+
+    def ready(self) -> bool:
+        return bool(self.pending) and self.queue.active
+
+    def start(self, t: "Transfer") -> None:
+        self.pending.append(t)
+
+    def advance(self, budget: int) -> int:
+        """Move up to `budget` chunks (the oldest transfer first; its `finish` runs with its last byte)."""
+        done = 0
+        while done < budget and self.pending:
+            t = self.pending[0]
+            done += t.run(self.queue.gpu, budget - done)
+            if t.remaining:
+                break
+            self.pending.popleft()
+            t.finish()
+        self.chunks += done
+        return done
+
+    def stop(self) -> None:
+        self.pending.clear()
+
+    def describe(self) -> str:
+        return "; ".join(f"CP DMA {t.describe()}" for t in self.pending)
+
+
 class EngineQueue:
     """Base of the emulated queues. Subclasses set `engine`, `ptr_unit` and implement `execute`."""
 
@@ -203,6 +250,7 @@ class EngineQueue:
         self.eop_events: deque = deque()  # (launch bound, action): end-of-pipe work queued behind running dispatches
         self.yield_turn = False  # a packet launched a dispatch: end this turn so the scheduler sees it
         self.transfer: Transfer | None = None  # a COPY/fill packet part-way through its chunks
+        self.dma = CpDma(self)  # DMA_DATA without CP_SYNC: moving beside the packets (PM4 queues only)
         self.chunks = 0  # chunks of transfers moved (units of work beside packets; not packets)
 
     # -- pointers ----------------------------------------------------------------------------------
@@ -399,11 +447,13 @@ class EngineQueue:
         return False
 
     def stop_dispatches(self) -> None:
-        """The queue faulted or was destroyed: its waves stop, its queued end-of-pipe events never fire."""
+        """The queue faulted or was destroyed: its waves stop, its CP DMA transfers stop, its queued end-of-pipe
+        events never fire."""
         for running in self.inflight:
             running.done = True
         self.inflight.clear()
         self.eop_events.clear()
+        self.dma.stop()
 
     # -- indirect buffers --------------------------------------------------------------------------
 
@@ -453,4 +503,6 @@ class EngineQueue:
             "busy" if self.has_work() else "running kernels" if self.inflight else "idle"
         running = f", {len(self.inflight)} dispatch(es) running" if self.inflight else ""
         moving = f", {self.transfer.describe()}" if self.transfer is not None else ""
+        if self.dma.pending:
+            moving += f", {self.dma.describe()}"
         return f"{self.engine} queue {self.name}: {state}, rptr {self.rptr}, wptr {self.wptr}{running}{moving}"

@@ -31,6 +31,7 @@ from .matrix import acc_operands
 from .cached import InstructionFetch
 from .memops import _flat_address
 from .operands import Context, ShaderFault
+from .spin import MEMORY, RUNS, SPIN_ITERATIONS, SpinWatch
 from .waves import EXEC, Waves
 
 # RSRC1.VGPRS granule (facts 4.2): gfx11 wave32 8, wave64 4; gfx942 8 (VGPRs and AGPRs share one file)
@@ -78,8 +79,12 @@ class ShaderCore:
         self.gpu = gpu
         self.arch = arch or gpu.target.name
         self._compiled = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> closure, across dispatches (LRU)
+        self._polls = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> (instruction, address function)
         self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "lane_instructions": 0, "issue_steps": 0}
         self.max_kernel_steps = MAX_KERNEL_STEPS
+        # periods of a loop that only counts (memory unchanged) before it is reported as a spin; None: never
+        self.spin_iterations: int | None = SPIN_ITERATIONS
+        self.watch_spins = True  # False: no spin is ever found (a loop runs into max_kernel_steps; bench/emulator.py)
         # with a memory model on, instructions come through GLI (hcqsim.shader.cached); None: plain memory reads
         self._fetch = InstructionFetch(gpu.coherence, self.arch) if gpu.coherence is not None else None
 
@@ -244,14 +249,20 @@ class ShaderCore:
         """The address a load at `pc` reads for the first active lane of the first selected wave (livelock
         reports name what a spinning wave polls); None when it cannot be worked out."""
         try:
-            instr = decode(self.gpu.memory.read(pc, min(FETCH_BYTES, self.gpu.memory.find(pc).end - pc)), 0,
-                           self.arch)
-            instr.pc = pc - d.pgm_addr
-            if self.arch == "gfx942":
-                instr = acc_operands(gfx9_as_gfx11(instr, ctx), ctx)
+            code = self.gpu.memory.read(pc, min(FETCH_BYTES, self.gpu.memory.find(pc).end - pc))
+            key = (pc, code, W.lanes, W.vgprs, getattr(ctx, "accum_offset", 0))
+            found = self._polls.get(key)
+            if found is None:  # decoded once per instruction (a spin polls with the same one every iteration)
+                instr = decode(code, 0, self.arch)
+                instr.pc = pc - d.pgm_addr
+                if self.arch == "gfx942":
+                    instr = acc_operands(gfx9_as_gfx11(instr, ctx), ctx)
+                address = _flat_address(instr, ctx) if instr.family in ("GLOBAL", "FLAT") else None
+                found = self._polls[key] = (instr, address)
+            instr, address = found
             sel = np.atleast_1d(np.arange(W.n)[w])[:1]
-            if instr.family in ("GLOBAL", "FLAT"):
-                addrs = _flat_address(instr, ctx)(W, sel)
+            if address is not None:
+                addrs = address(W, sel)
                 lanes = W.exec_lanes(sel)
                 return int(addrs[lanes][0]) if lanes.any() else None
             if instr.family == "SMEM":
@@ -267,12 +278,11 @@ class ShaderCore:
         return None
 
 
-# Memory epoch: bumped by every store a wave issues and every packet batch a queue executes, on any GPU. A wave
-# state that repeats with the epoch unchanged is a spin: nothing it could read has changed (livelock reports).
-EPOCH = [0]
+# The memory epoch (shader.spin.MEMORY): bumped by every store a wave issues and every packet batch a queue
+# executes, on any GPU. A wave state that repeats with the epoch unchanged is a spin: nothing it could read changed.
+EPOCH = MEMORY
 _WRITES = ("store", "atomic")  # mnemonic parts of instructions that write memory (LDS is part of the wave state)
 _POLLS = ("load", "atomic")  # ... and of those that read it: what a spinning wave may poll with
-QUIET_STEPS = 64  # write-free issue steps before a watched dispatch's state is snapshotted
 
 
 def _run_placed(run, W: Waves, sel: np.ndarray, slots: np.ndarray, model) -> None:
@@ -307,9 +317,10 @@ class ActiveDispatch:
     next are choices of the GPU's policy (`workgroup_order`, `choose_waves`, `split_waves`); without them, workgroups
     launch in the CP's order (x fastest) and every wave at the lowest PC issues, in wave order.
 
-    While `watching` (the GPU sets it when nothing but running kernels can change memory), every state is
-    compared with a snapshot (Brent's cycle finding): the same PCs, registers, LDS and memory epoch twice means
-    the waves loop on memory nobody writes -- `spinning`, with what each wave last polled in `polls`.
+    While `watching` (the GPU sets it once the kernel ran a quantum), a `shader.spin.SpinWatch` follows the
+    states: the same state twice with memory unchanged (or a loop whose only change is a count, for
+    `spin_iterations` periods) means the waves loop on memory nobody writes -- `spinning`, with what each wave
+    last polled in `polls`.
     """
 
     kind = "dispatch"
@@ -337,9 +348,12 @@ class ActiveDispatch:
         self.watching = False
         self._spin_epoch = -1
         self.polls: dict[int, tuple[int, str, int | None]] = {}  # wave -> (pc, instruction, address) last polled
-        self._snap = None
-        self._quiet = (-1, 0)  # (epoch, steps since it last changed) while watching
+        self.spin = SpinWatch(core.spin_iterations)
         self._changes = [0]  # stores that changed memory while watched (shader.lanemem counts them)
+        # while watched: the issue step each wave last issued at, and whether the PC to issue is the least recently
+        # issued wave's (set once a spin turned out to leave a runnable wave starved: the lowest PC never let it run)
+        self._last_issue: np.ndarray | None = None
+        self._fair = False
         self.changed_at = 0  # the issue step of the last store that changed memory (any store before watching)
         self.home_slot = 0  # memory model: the CU slot of the running batch's first wave (`_placement`)
 
@@ -350,7 +364,7 @@ class ActiveDispatch:
     @property
     def spinning(self) -> bool:
         """Found looping on memory nobody wrote since (a spin verdict goes stale with any write)."""
-        return self._spin_epoch == EPOCH[0]
+        return self._spin_epoch == (MEMORY[0], RUNS[0])
 
     def ready(self) -> bool:
         return not self.done
@@ -406,7 +420,9 @@ class ActiveDispatch:
             if self.scratch is not None:  # wave slot i owns [base + i * wavesize, + wavesize), lanes side by side
                 W.scratch_base = self.scratch[0] + np.arange(W.n, dtype=np.uint64) * np.uint64(self.scratch[1])
                 W.scratch_lane = self.scratch[1] // self.lanes
-            self.W, self._snap = W, None
+            self.W = W
+            self.spin.reset()
+            self._last_issue, self._fair = np.zeros(W.n, np.int64), False
             while True:
                 runnable = W.alive & ~W.at_barrier
                 if not runnable.any():
@@ -416,7 +432,9 @@ class ActiveDispatch:
                     break
                 idx = np.nonzero(runnable)[0]
                 pcs = W.pc[idx]
-                if choose is None:
+                if self._fair:  # a wave was starved: each runnable wave's turn comes (whatever the policy picks)
+                    pc = int(W.pc[idx[np.argmin(self._last_issue[idx])]])
+                elif choose is None:
                     pc = int(pcs.min())
                 else:
                     distinct = np.unique(pcs)
@@ -430,7 +448,7 @@ class ActiveDispatch:
                 if slots is not None:  # the fetch goes through the first selected wave's CU
                     model.slot = int(slots[sel[0]])
                 run = core.instruction(pc, W, ctx, d)
-                if self.watching and run.loads and self._snap is not None:  # only in a write-free stretch
+                if self.watching and run.loads and self.spin.armed:  # only in a write-free stretch
                     self._note_poll(pc, run, W, sel)
                 changes = self._changes[0]
                 try:
@@ -454,14 +472,18 @@ class ActiveDispatch:
                 if run.writes and (not self.watching or self._changes[0] != changes):
                     EPOCH[0] += 1  # memory changed (watched: only a store that changed bytes counts)
                     self.changed_at = self.steps
+                    self.spin.wrote()
                 if getattr(run, "barrier", False) or getattr(run, "ends", False):
                     core._release_barriers(W)
                 if self.steps > core.max_kernel_steps:
                     raise RunawayStop(f"{ctx.kernel}: more than {core.max_kernel_steps} issue steps; the kernel does "
                                       f"not terminate (PC +0x{pc - d.pgm_addr:x}, {run.text}). Raise "
                                       f"EmulatedGPU(max_kernel_steps=...) if it is meant to run this long")
-                if self.watching and self._repeats(W):
-                    self._spin_epoch = EPOCH[0]
+                if self.watching:
+                    self._last_issue[sel] = self.steps
+                if self.watching and (self.spin.step(W) or self.spin.looped) and not self._starved(W) \
+                        and self.spin.verdict:
+                    self._spin_epoch = (MEMORY[0], RUNS[0])
                     yield
                     continue
                 self._budget -= 1
@@ -474,51 +496,29 @@ class ActiveDispatch:
 
     def watch(self, on: bool = True) -> None:
         """Start (or stop) looking for a spin; a new watch forgets an earlier verdict."""
-        self.watching, self._spin_epoch, self._snap, self._quiet = on, -1, None, (-1, 0)
+        self.watching, self._spin_epoch = on and self.core.watch_spins, -1
+        self.spin.reset()
         if not on:
             self.polls.clear()
 
+    def _starved(self, W: Waves) -> bool:
+        """A loop (a spin, or a counting loop being confirmed) during whose period some runnable wave did not issue
+        is no spin: the lowest-PC-first order kept that wave (which may be the one to release the others) from
+        running. From now on the least recently issued wave's PC issues next (each wave's turn comes, as on
+        hardware), and the watch starts over."""
+        runnable = W.alive & ~W.at_barrier
+        starved = bool((runnable & (self._last_issue <= self.steps - self.spin.period)).any())
+        if starved:
+            self._fair = True
+            self.spin.reset()
+        return starved
+
     def _note_poll(self, pc: int, run, W: Waves, sel: np.ndarray) -> None:
-        for wave in sel[:8].tolist():
-            self.polls[wave] = (pc, run.text, self.core.poll_address(pc, W, np.array([wave]), self.ctx, self.d))
-
-    def _state(self, W: Waves):
-        return (W.pc.copy(), W.alive.copy(), W.at_barrier.copy(), W.scc.copy(), W.s.copy(), W.v.copy(),
-                W.lds.copy(), W.mode.copy())
-
-    def _same(self, W: Waves, snap) -> bool:
-        pc, alive, barrier, scc, s, v, lds, mode = snap
-        if not (np.array_equal(W.pc, pc) and np.array_equal(W.alive, alive) and np.array_equal(W.at_barrier, barrier)
-                and np.array_equal(W.scc, scc) and np.array_equal(W.s, s)):
-            return False
-        first = int(np.argmax(W.alive))
-        return (np.array_equal(W.v[first], v[first]) and np.array_equal(W.v, v) and np.array_equal(W.lds, lds)
-                and np.array_equal(W.mode, mode))
-
-    def _repeats(self, W: Waves) -> bool:
-        """Brent's cycle finding over whole wave states: True once the state of a snapshot recurs with no
-        memory write anywhere in between. The snapshot moves to the current state at powers of two."""
-        snap = self._snap
-        if snap is None or snap[0] != EPOCH[0]:
-            # something wrote: wait for QUIET_STEPS steps without a write before copying the state again, so a
-            # kernel that stores as it goes never pays for snapshots
-            if self._quiet[0] != EPOCH[0]:
-                self._quiet, self._snap = (EPOCH[0], 0), None
-                return False
-            if self._quiet[1] < QUIET_STEPS:
-                self._quiet = (EPOCH[0], self._quiet[1] + 1)
-                return False
-            self._snap = (EPOCH[0], self._state(W), 1, 0)
-            return False
-        epoch, state, power, lam = snap
-        if self._same(W, state):
-            return True
-        lam += 1
-        if lam == power:
-            self._snap = (epoch, self._state(W), power * 2, 0)
-        else:
-            self._snap = (epoch, state, power, lam)
-        return False
+        for i, wave in enumerate(sel[:8].tolist()):
+            address = self.core.poll_address(pc, W, np.array([wave]), self.ctx, self.d)
+            self.polls[wave] = (pc, run.text, address)
+            if i == 0:
+                self.spin.poll(pc, address)
 
     def spinning_waves(self, limit: int = 8) -> list[SpinningWave]:
         """What a livelock report says about this dispatch's live waves (at most `limit`)."""
@@ -541,8 +541,11 @@ class ActiveDispatch:
                     value = mem.read_u32(addr)
                 except Exception:
                     value = None
+            counting = self.spin.counters(W, wave) if self.spin.verdict == "counting" else []
             out.append(SpinningWave(queue=self.queue.name, dispatch=self.seq, kernel=f"0x{d.pgm_addr:x}",
                                     workgroup=gid, wave=wave % self.wpg, pc=pc - d.pgm_addr, instruction=text,
                                     poll_pc=None if poll_pc is None else poll_pc - d.pgm_addr, poll=poll_text,
-                                    address=addr, value=value, gpu=self.core.gpu.label))
+                                    address=addr, value=value, gpu=self.core.gpu.label,
+                                    counting=tuple(counting),
+                                    iterations=self.spin.counting.iterations if counting else 0))
         return out
