@@ -299,11 +299,13 @@ def _report_wait_timeouts(system: "EmulatedSystem") -> None:
         except RuntimeError as e:
             if "Wait timeout" not in str(e):
                 raise
-            before = self.value
+            before, steps = self.value, getattr(system.thread, "steps", None)
             text = health(system)
-            time.sleep(2)
+            time.sleep(2)  # the host thread is quiet now: a GPU thread that can still work shows it here
             print(f"hcqsim: tinygrad wait for {value} on the signal at 0x{self.base_buf.va_addr:x} timed out: value "
-                  f"{before} then, {self.value} 2 s later\n{text}", file=sys.stderr, flush=True)
+                  f"{before} then, {self.value} 2 s later; GPU-thread steps that did work {steps} then, "
+                  f"{getattr(system.thread, 'steps', None)} 2 s later\n{text}\n2 s later:\n{pointers(system)}",
+                  file=sys.stderr, flush=True)
             raise
 
     hcq.HCQSignal.wait = wait
