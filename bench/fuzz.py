@@ -8,16 +8,25 @@ check_schedules_per_s[...]: the same cases checked again without hypothesis (com
 "classic" is the case shape the issue's 52-94/s baseline measured (6 ops, up to two devices, no replays).
 "+host" rows: the interleaving may also hand the host a turn (`Interleaver.host_turns`): host/GPU orders explored.
 `load:` is the machine's 1-minute load average when a row was measured (the machine may be shared).
-`python3 bench/fuzz.py [examples] [--profile]`: --profile prints where a classic schedule's time goes.
+`python3 bench/fuzz.py [examples] [--profile [tottime]]`: --profile prints where a classic schedule's time goes.
+`python3 bench/fuzz.py --against REV [examples]`: before/after in one session: REV's hcqsim (extracted with git
+  archive) and this tree's, interleaved round by round, each round in a fresh process on the same drawn cases
+  (check only: compile + run + compare), with the load average beside each; then the ratios (new / baseline) and
+  whether the two trees' traces are byte-identical (trace_digest: sha256 over every case's packet trace, the
+  interleaver's steps and the effects).
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HERE = Path(__file__).resolve().parent.parent
+TREE = os.environ.get("PFUZZ_TREE", str(HERE))  # the hcqsim measured (--against runs this file on another tree)
+sys.path.insert(0, TREE)
 
 from hypothesis import given  # noqa: E402
 
@@ -70,11 +79,93 @@ def profile(fz: Fuzzer, examples: int) -> None:
     for case, choices in cases:
         fz.check(case, choices)
     pr.disable()
-    pstats.Stats(pr).sort_stats("cumulative").print_stats(40)
+    order = "tottime" if "tottime" in sys.argv else "cumulative"
+    pstats.Stats(pr).sort_stats(order).print_stats(40)
+
+
+CHECK_SHAPES = [("classic 6 ops", dict(max_ops=6, min_ops=6, replays=False), 1, False),
+                ("20 ops +host", dict(max_ops=20, min_ops=20), 2, True),
+                ("80 ops", dict(max_ops=80, min_ops=80), 4, False)]  # (label, shape, examples divisor, host turns)
+
+
+def check_only(examples: int) -> None:
+    """The cases of CHECK_SHAPES (hypothesis draws them, derandomized: the same in every tree), then each checked
+    again, timed: `name: value` lines and the trace digest of those checks."""
+    fz = Fuzzer("gfx1100")
+    try:
+        for label, shape, div, host in CHECK_SHAPES:
+            fz.host_turns = fz.policy.host_turns = host
+            cases, _ = explore(fz, max(examples // div, 5), **shape)
+            digest = hashlib.sha256()
+            ops0 = fz.ops
+            t = cpu = 0.0
+            for case, choices in cases:
+                t0, c0 = time.perf_counter(), time.process_time()
+                try:
+                    fz.check(case, choices)
+                    found = "ok"
+                except RaceFound as e:
+                    found = e.report.first_difference
+                t += time.perf_counter() - t0
+                cpu += time.process_time() - c0
+                digest.update(found.encode())
+                for gpu in fz.gpus:
+                    digest.update("\n".join(gpu.trace_lines()).encode())
+                digest.update(fz.policy.steps_text().encode())
+                digest.update(repr(sorted((n, b.view[:case.buffer_bytes].tobytes())
+                                          for n, b in fz.bufs.items())).encode())
+            print(f"check_schedules_per_s[{label}]: {len(cases) / t:.1f}")
+            print(f"check_ops_per_s[{label}]: {(fz.ops - ops0) / t:.0f}")
+            # per CPU second of this process: what a shared machine's load disturbs least
+            print(f"check_schedules_per_cpu_s[{label}]: {len(cases) / cpu:.1f}")
+            print(f"check_ops_per_cpu_s[{label}]: {(fz.ops - ops0) / cpu:.0f}")
+            print(f"trace_digest[{label}]: {digest.hexdigest()[:16]}")
+    finally:
+        fz.close()
+
+
+def against(rev: str, examples: int, rounds: int = int(os.environ.get("PFUZZ_ROUNDS", "3"))) -> None:
+    """Baseline `rev` and this tree, interleaved (A B A B ...), each round a fresh process."""
+    base = Path(f"/tmp/hcqsim-bench-{rev}")
+    if not base.exists():
+        base.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", str(HERE), "archive", rev], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+    results: dict[str, dict[str, list[float]]] = {"baseline": {}, "new": {}}
+    digests: dict[str, set[str]] = {"baseline": set(), "new": set()}
+    for r in range(rounds):
+        for who, tree in (("baseline", base), ("new", HERE)):
+            load = os.getloadavg()[0]
+            out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--check-only", str(examples)],
+                                 env={**os.environ, "PFUZZ_TREE": str(tree), "PYTHONPATH": str(tree)},
+                                 check=True, capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                name, _, value = line.partition(": ")
+                if name.startswith("trace_digest"):
+                    digests[who].add(line)
+                elif name.startswith("check_"):
+                    results[who].setdefault(name, []).append(float(value.split()[0]))
+                    print(f"{name[:-1]}, {who} {rev if who == 'baseline' else 'HEAD'}, round {r}]: {value}  "
+                          f"(load: {load:.1f})")
+    for name, new in results["new"].items():
+        old = results["baseline"].get(name)
+        if old:
+            print(f"{name[:-1]}, new/baseline]: {max(new) / max(old):.2f}  (best of {rounds} each: "
+                  f"{max(new):.1f} vs {max(old):.1f})")
+    same = digests["new"] == digests["baseline"] and len(digests["new"]) == len(CHECK_SHAPES)
+    print(f"trace_identical_to_baseline: {same}")
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    args = [a for a in sys.argv[1:] if not a.startswith("--") and a not in ("tottime", "cumulative")]
+    if "--check-only" in sys.argv:
+        check_only(int(args[0]) if args else 60)
+        return
+    if "--against" in sys.argv:
+        rev = sys.argv[sys.argv.index("--against") + 1]
+        args = [a for a in args if a != rev]
+        against(rev, int(args[0]) if args else 60)
+        return
     examples = int(args[0]) if args else 150
     fz = Fuzzer("gfx1100")
     try:

@@ -13,6 +13,12 @@ Python (the GIL hand-over to the GPU thread and back is part of it).
 free_running_idle_cpu_percent: CPU the process uses while a free-running system sits idle.
 hwtests_wall_s_progress_points / hwtests_wall_s_free_running / hwtests_free_running_ratio: `pytest hwtests -n 2`
 in both modes (target: ratio <= 1.5).
+
+`python3 bench/runtime.py --against REV`: the round trip, the doorbell latency and the idle CPU of REV's hcqsim
+(extracted with git archive) and of this tree, interleaved round by round in fresh processes, each line with the
+load average; then `name[new/baseline]` ratios of the best of each (the machine may be shared: ratios are what
+to compare). `--only round_trip,doorbell` runs just those parts (names: round_trip, copies, alloc, doorbell,
+hwtests).
 """
 from __future__ import annotations
 
@@ -30,14 +36,30 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import best  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TREE = os.environ.get("PFUZZ_TREE", ROOT)  # the hcqsim measured (--against runs this file on another tree)
+sys.path.insert(0, TREE)
 
-from hcqsim.runtime import open_device
+from hcqsim.runtime import open_device  # noqa: E402
+
+PARTS = ("round_trip", "copies", "alloc", "doorbell", "hwtests")
 
 
-def main(spec: str = "sim") -> None:
+def main(spec: str = "sim", parts: tuple[str, ...] = PARTS) -> None:
+    if "round_trip" in parts:
+        round_trip_us(spec)
+    if "copies" in parts:
+        copies(spec)
+    if "alloc" in parts:
+        alloc_at_scale(spec)
+    if spec == "sim" and "doorbell" in parts:
+        doorbell_latency()
+    if spec == "sim" and "hwtests" in parts:
+        hwtests_wall_time()
+
+
+def round_trip_us(spec: str, n: int = 2000) -> None:
     dev = open_device(spec)
     sig = dev.new_signal(0)
-    n = 2000
     counter = iter(range(1, 10 ** 9))
 
     def round_trip():
@@ -47,7 +69,11 @@ def main(spec: str = "sim") -> None:
 
     t = best(lambda: [round_trip() for _ in range(n)], 3)
     print(f"submit_signal_wait_us: {t / n * 1e6:.1f}")
+    dev.close()
 
+
+def copies(spec: str) -> None:
+    dev = open_device(spec)
     size = 64 << 20
     data = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8)
     buf = dev.alloc(size, host_visible=False)
@@ -59,10 +85,6 @@ def main(spec: str = "sim") -> None:
     print(f"copyout_vs_numpy_64MiB: {t_numpy / t_out:.2f}")
     assert dev.copyout(buf, 4096) == data[:4096].tobytes()
     dev.close()
-    alloc_at_scale(spec)
-    if spec == "sim":
-        doorbell_latency()
-        hwtests_wall_time()
 
 
 def alloc_at_scale(spec: str, live: int = 100_000, last: int = 1000) -> None:
@@ -122,5 +144,43 @@ def hwtests_wall_time() -> None:
     print(f"hwtests_free_running_ratio: {times['free_running'] / times['progress_points']:.2f}")
 
 
+def against(rev: str, parts: tuple[str, ...], rounds: int = int(os.environ.get("PFUZZ_ROUNDS", "3"))) -> None:
+    """Baseline `rev` and this tree, interleaved (A B A B ...), each run a fresh process."""
+    base = f"/tmp/hcqsim-bench-{rev}"
+    if not os.path.exists(base):
+        os.makedirs(base)
+        archive = subprocess.run(["git", "-C", ROOT, "archive", rev], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", base], input=archive, check=True)
+    results: dict[str, dict[str, list[float]]] = {"baseline": {}, "new": {}}
+    for r in range(rounds):
+        for who, tree in (("baseline", base), ("new", ROOT)):
+            load = os.getloadavg()[0]
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "sim", "--only", ",".join(parts)],
+                                 env={**os.environ, "PFUZZ_TREE": tree, "PYTHONPATH": tree},
+                                 check=True, capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                name, _, value = line.partition(": ")
+                results[who].setdefault(name, []).append(float(value.split()[0]))
+                print(f"{name}[{who} {rev if who == 'baseline' else 'HEAD'}, round {r}]: {value}  (load: {load:.1f})")
+    for name, new in results["new"].items():
+        old = results["baseline"].get(name)
+        if not old:
+            continue
+        lower_is_better = name.endswith(("_us", "_median", "_p90", "_percent", "_s_progress_points",
+                                         "_s_free_running"))
+        pick = min if lower_is_better else max
+        print(f"{name}[new/baseline]: {pick(new) / max(pick(old), 1e-9):.2f}  (best of {rounds} each: "
+              f"{pick(new):.1f} vs {pick(old):.1f}{'; lower is better' if lower_is_better else ''})")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "sim")
+    argv = sys.argv[1:]
+    only = PARTS
+    if "--only" in argv:
+        only = tuple(argv[argv.index("--only") + 1].split(","))
+        del argv[argv.index("--only"):argv.index("--only") + 2]
+    if "--against" in argv:
+        rev = argv[argv.index("--against") + 1]
+        against(rev, only if "--only" in sys.argv else ("round_trip", "doorbell"))
+    else:
+        main(argv[0] if argv else "sim", only)

@@ -316,8 +316,9 @@ class EngineQueue:
         return self.transfer is not None or len(self.stack) > 1 or not self.ring.exhausted
 
     def ready(self) -> bool:
-        """Could `advance` execute at least one packet now?"""
-        if not self.active:
+        """Could `advance` execute at least one packet now? (The scheduler asks every queue at every turn, so
+        `active` and `has_work` are spelled out here.)"""
+        if self.fault is not None or self.destroyed:
             return False
         if self.transfer is not None:
             return True
@@ -326,7 +327,7 @@ class EngineQueue:
                 return self.wait.satisfied()
             except EngineError:
                 return True  # let advance() run into the error and record the fault
-        return self.has_work()
+        return len(self.stack) > 1 or self.ring.pos < self.ring.end
 
     def advance(self, budget: int) -> int:
         """Execute up to `budget` units -- packets, and chunks of a transfer in progress; stop early when blocked or

@@ -277,16 +277,19 @@ class ProcessEvents:
             raise
         waiters = [self._add_waiter(self.events[d.event_id], d) for d in data]
         try:
-            done = lambda: self._condition(waiters, bool(args.wait_for_all)) != k.KFD_IOC_WAIT_RESULT_TIMEOUT
+            all_, timeout = bool(args.wait_for_all), k.KFD_IOC_WAIT_RESULT_TIMEOUT
+            done = lambda: self._condition(waiters, all_) != timeout
             system = self.driver.system
-            if not done() and system.thread is None:
+            result = self._condition(waiters, all_)  # re-read only after something that may have signalled
+            if result == timeout and system.thread is None:
                 self.driver.progress(done)
-            if not done() and args.timeout != k.KFD_EVENT_TIMEOUT_IMMEDIATE:
+                result = self._condition(waiters, all_)
+            if result == timeout and args.timeout != k.KFD_EVENT_TIMEOUT_IMMEDIATE:
                 if system.thread is not None:
                     self._sleep(done, args.timeout)
                 else:
                     self._drive(done, args.timeout, data, args)
-            result = self._condition(waiters, bool(args.wait_for_all))
+                result = self._condition(waiters, all_)
             args.wait_result = result
             if result == k.KFD_IOC_WAIT_RESULT_COMPLETE:
                 self._copy_event_data(waiters, args.events_ptr)
@@ -348,9 +351,11 @@ class ProcessEvents:
 
     @staticmethod
     def _condition(waiters: list[Waiter], all_: bool) -> int:
-        if any(w.event is None for w in waiters):
-            return k.KFD_IOC_WAIT_RESULT_FAIL
-        hits = sum(w.activated for w in waiters)
+        hits = 0
+        for w in waiters:  # one pass (it runs at every look of a waiting driver call)
+            if w.event is None:
+                return k.KFD_IOC_WAIT_RESULT_FAIL
+            hits += w.activated
         if (hits and not all_) or hits == len(waiters):
             return k.KFD_IOC_WAIT_RESULT_COMPLETE
         return k.KFD_IOC_WAIT_RESULT_TIMEOUT

@@ -64,6 +64,8 @@ class QueueRecord:
     hung: bool = False  # fault injection: out of the run list for good, as a hung CP
     last_doorbell: int | None = None
     cu_mask: tuple = field(default=())
+    slot: ctypes.c_uint64 | None = field(default=None, repr=False)  # the doorbell slot (poll_doorbells' view)
+    slot_base: int | None = field(default=None, repr=False)  # the doorbell mapping `slot` was made for
 
     @property
     def doorbell_offset(self) -> int:
@@ -347,11 +349,16 @@ class ProcessQueues:
         (every engine step starts here, so it also revalidates USERPTR mappings first)."""
         self.driver.before_gpus_run()
         rung = 0
+        on = self.driver.memory.on
         for rec in list(self.records.values()):
-            base = self.driver.memory.doorbell_va(rec.device)
+            base = on[rec.device.index].doorbell_va
             if base is None:
                 continue
-            value = ctypes.c_uint64.from_address(base + rec.doorbell_offset).value
+            slot = rec.slot
+            if slot is None or rec.slot_base != base:  # the slot's ctypes view, made once per doorbell mapping
+                slot = rec.slot = ctypes.c_uint64.from_address(base + rec.doorbell_offset)
+                rec.slot_base = base
+            value = slot.value
             if value != (rec.last_doorbell or 0) and rec.queue.active:
                 self._deliver(rec, value)
                 rung += 1

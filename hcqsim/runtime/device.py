@@ -791,8 +791,17 @@ class Device:
     def _check_faults(self) -> None:
         """Raise DeviceFault if a memory or hardware exception was reported since the last call."""
         self._check_open()
-        result, data = self._wait_events([self.memory_event, self.hw_event], 0)
-        if result == K.KFD_IOC_WAIT_RESULT_COMPLETE:
+        poll = self.__dict__.get("_fault_poll")
+        if poll is None:  # made once: this look runs before every submit, allocation and wait
+            data = (K.EventData * 2)()
+            poll = self._fault_poll = (data, K.WaitEventsArgs(events_ptr=ctypes.addressof(data), num_events=2,
+                                                              wait_for_all=0, timeout=0))
+        data, args = poll
+        ctypes.memset(data, 0, ctypes.sizeof(data))  # the kernel writes exception data into the entries it fires
+        data[0].event_id, data[1].event_id = self.memory_event, self.hw_event
+        args.wait_result = 0
+        self.process.ioctl(K.AMDKFD_IOC_WAIT_EVENTS, args)
+        if args.wait_result == K.KFD_IOC_WAIT_RESULT_COMPLETE:
             self._report_exceptions(data[0], data[1])
 
     def _report_exceptions(self, mem_data: K.EventData, hw_data: K.EventData) -> None:
