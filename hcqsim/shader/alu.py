@@ -486,13 +486,17 @@ def _bitrev32(a):
 
 # carry-chain ops (VOP2 with VCC, VOP3SD with an SGPR carry): (a, b, carry_in) -> (result, carry_out)
 def _add_co(a, b, ci):
-    s = a.astype(U64) + b.astype(U64) + ci.astype(U64)
-    return (s & U64(0xFFFFFFFF)).astype(U32), s > U64(0xFFFFFFFF)
+    a, b = np.asarray(a, U32), np.asarray(b, U32)  # 32-bit wrapping sums: a carry is a sum below its addend
+    s = a + b
+    t = s + np.asarray(ci).astype(U32)
+    return t, (s < a) | (t < s)
 
 
 def _sub_co(a, b, ci):
-    d = a.astype(I64) - b.astype(I64) - ci.astype(I64)
-    return (d & I64(0xFFFFFFFF)).astype(U32), d < 0
+    a, b = np.asarray(a, U32), np.asarray(b, U32)  # 32-bit wrapping differences: a borrow is a subtrahend too big
+    d = a - b
+    c = np.asarray(ci).astype(U32)
+    return d - c, (a < b) | (d < c)
 
 
 CARRY = {

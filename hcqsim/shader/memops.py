@@ -165,6 +165,10 @@ def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Ca
 
 def scatter_dwords(W: Waves, w, dst: int, lanes: np.ndarray, values: np.ndarray) -> None:
     """Write [active, ndw] dwords to VGPRs dst.. of the active lanes."""
+    if lanes.all():  # every lane active: the values are the registers' rows, in lane order
+        for i in range(values.shape[1]):
+            W.v[w, dst + i] = values[:, i].reshape(lanes.shape)
+        return
     for i in range(values.shape[1]):
         full = W.v[w, dst + i]
         full[lanes] = values[:, i]

@@ -192,8 +192,12 @@ def vdst_writer(ctx: Context, instr: Instr, reg: int, typ: str, hi: bool = False
         def write64(W, w, value, lanes):
             u = np.broadcast_to(np.asarray(value).view(U64) if np.asarray(value).dtype.itemsize == 8
                                 else np.asarray(value).astype(U64), lanes.shape)
-            W.v[w, reg] = np.where(lanes, (u & U64(0xFFFFFFFF)).astype(U32), W.v[w, reg])
-            W.v[w, reg + 1] = np.where(lanes, (u >> U64(32)).astype(U32), W.v[w, reg + 1])
+            lo, hi = u.astype(U32), (u >> U64(32)).astype(U32)  # astype keeps the low 32 bits
+            if lanes.all():
+                W.v[w, reg], W.v[w, reg + 1] = lo, hi
+            else:
+                W.v[w, reg] = np.where(lanes, lo, W.v[w, reg])
+                W.v[w, reg + 1] = np.where(lanes, hi, W.v[w, reg + 1])
         return write64
     if bits == 16:
         sh = U32(16 if hi else 0)
@@ -206,7 +210,10 @@ def vdst_writer(ctx: Context, instr: Instr, reg: int, typ: str, hi: bool = False
     def write32(W, w, value, lanes):
         v = np.asarray(value)
         u = v.view(U32) if v.dtype.itemsize == 4 else v.astype(U32)
-        W.v[w, reg] = np.where(lanes, u, W.v[w, reg])
+        if lanes.all():  # every lane active (the common case): a plain store, no merge with the old value
+            W.v[w, reg] = u
+        else:
+            W.v[w, reg] = np.where(lanes, u, W.v[w, reg])
     return write32
 
 

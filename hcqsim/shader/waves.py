@@ -3,7 +3,9 @@
 Layout:
 * `s`   uint32 [waves, 128]: the scalar operand space 0..127 indexed by operand number (s0..s105, VCC_LO/HI,
         TTMPs, NULL, M0, EXEC_LO/HI), so an SALU operand number is directly a column.
-* `v`   uint32 [waves, vgprs, lanes]: the VGPRs the kernel allocated.
+* `v`   uint32 [waves, vgprs, lanes]: the VGPRs the kernel allocated, stored register-major ([vgprs, waves, lanes]
+        in memory, `v` a transposed view), so one register of every wave, `v[:, r]`, is one contiguous block: numpy
+        then runs a register operand as one loop instead of one short loop per wave.
 * `scc` bool [waves]; `pc` int64 [waves] (byte address); `alive`, `at_barrier` bool [waves].
 * `group` int64 [waves]: index of the wave's workgroup in the batch (its LDS slice).
 * `lds` uint8 [groups, lds_bytes].
@@ -12,18 +14,21 @@ Selections of waves (`w`) are either `slice(None)` (every wave: numpy views, no 
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from . import formats as fm
 
 VCC, EXEC, M0, NULL = fm.VCC_LO, fm.EXEC_LO, fm.M0, fm.NULL
+_LITTLE = sys.byteorder == "little"  # masks pack and unpack as the bytes of their dwords
 
 
 class Waves:
     def __init__(self, n: int, lanes: int, vgprs: int, groups: int, lds_bytes: int):
         self.n, self.lanes, self.vgprs = n, lanes, vgprs
         self.s = np.zeros((n, 128), np.uint32)
-        self.v = np.zeros((n, vgprs, lanes), np.uint32)
+        self.v = np.zeros((vgprs, n, lanes), np.uint32).transpose(1, 0, 2)
         self.scc = np.zeros(n, bool)
         self.pc = np.zeros(n, np.int64)
         self.alive = np.ones(n, bool)
@@ -54,6 +59,9 @@ class Waves:
 
     def lanes_of(self, w, reg: int) -> np.ndarray:
         """bool [nw, lanes]: the bits of a lane mask register."""
+        if _LITTLE:  # the register's dwords as bytes, unpacked low bit first: lane i is bit i
+            dwords = np.ascontiguousarray(self.s[w, reg:reg + self.lanes // 32])
+            return np.unpackbits(dwords.view(np.uint8), axis=1, bitorder="little").view(bool)
         return (self.mask64(w, reg)[:, None] & self.lane_bits) != 0
 
     def exec_lanes(self, w) -> np.ndarray:
@@ -71,6 +79,10 @@ class Waves:
         """Write bool [nw, lanes] as a lane mask into SGPR reg (and reg+1 for wave64)."""
         if reg in (EXEC, EXEC + 1):
             self._exec_cache = None
+        if _LITTLE:  # lane i -> bit i, packed into the register's dwords
+            dwords = np.packbits(lanes, axis=1, bitorder="little").view(np.uint32)
+            self.s[w, reg:reg + self.lanes // 32] = dwords
+            return
         bits = (lanes.astype(np.uint64) * self.lane_bits).sum(axis=1, dtype=np.uint64)
         self.s[w, reg] = (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         if self.lanes == 64:
