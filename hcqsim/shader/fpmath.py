@@ -112,7 +112,7 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         # in the narrow format's denormal range, take the round-to-odd path.
         drop, tiny = (29, 2.0 ** -126) if dt == F32 else (42, 2.0 ** -14)
         low = s.view(np.uint64) & np.uint64((1 << drop) - 1)
-        slow = (low == np.uint64(1 << (drop - 1))) | (np.abs(s) < tiny)
+        slow = (low == np.uint64(1 << (drop - 1))) | ((np.abs(s) < tiny) & (s != 0))  # a zero sum is exact
         if slow.any():
             s = np.where(slow, round_to_odd_sum(p, c64), s)
         return s.astype(dt)

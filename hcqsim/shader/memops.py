@@ -294,8 +294,17 @@ def _lds_load(W: Waves, groups: np.ndarray, addrs: np.ndarray, nbytes: int) -> n
     """Bytes from each lane's workgroup LDS; out-of-range addresses read 0 (hardware LDS bounds)."""
     size = W.lds.shape[1]
     ok = (addrs >= 0) & (addrs + nbytes <= size)
+    inside = bool(ok.all())
+    safe = addrs if inside else np.where(ok, addrs, 0)
+    if nbytes % 4 == 0 and size % 4 == 0 and not (safe & 3).any():  # aligned dwords: gather words, not bytes
+        words = W.lds.reshape(-1).view(np.uint32)
+        first = groups * (size // 4) + (safe >> 2)
+        out = words[first[:, None] + np.arange(nbytes // 4)] if nbytes > 4 else words[first][:, None]
+        if not inside:
+            out[~ok] = 0
+        return out.view(np.uint8)
     flat = W.lds.reshape(-1)
-    idx = (groups * size + np.where(ok, addrs, 0))[:, None] + np.arange(nbytes)
+    idx = (groups * size + safe)[:, None] + np.arange(nbytes)
     return np.where(ok[:, None], flat[idx], 0).astype(np.uint8)
 
 
@@ -303,6 +312,15 @@ def _lds_store(W: Waves, groups: np.ndarray, addrs: np.ndarray, data: np.ndarray
     size = W.lds.shape[1]
     nbytes = data.shape[1]
     ok = (addrs >= 0) & (addrs + nbytes <= size)  # out-of-range writes are dropped
+    if nbytes % 4 == 0 and size % 4 == 0 and not (addrs & 3).any() and data.flags.c_contiguous:  # aligned dwords
+        words = W.lds.reshape(-1).view(np.uint32)
+        first = groups[ok] * (size // 4) + (addrs[ok] >> 2)
+        values = data.view(np.uint32)[ok]
+        if nbytes == 4:
+            words[first] = values[:, 0]
+        else:
+            words[first[:, None] + np.arange(nbytes // 4)] = values
+        return
     flat = W.lds.reshape(-1)
     idx = (groups[ok] * size + addrs[ok])[:, None] + np.arange(nbytes)
     flat[idx] = data[ok]
