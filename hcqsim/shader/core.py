@@ -19,6 +19,8 @@ order and issues every wave at the lowest PC together, in wave order.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import EngineError, RunawayStop, SpinningWave, UnsupportedError, VMFaultError
@@ -58,6 +60,14 @@ def _group_ids(groups: tuple[int, int, int], first: int, n: int) -> np.ndarray:
     local = np.arange(n, dtype=np.int64) + x0
     ylin = local // gx + y0
     return np.stack([local % gx, ylin % gy, ylin // gy + z0], axis=1)
+
+
+@functools.lru_cache(maxsize=64)
+def _layout_of(size: tuple[int, int, int], wpg: int, lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_thread_layout`, made once per group shape (read-only arrays: callers tile them)."""
+    ids, valid = _thread_layout(np.array(size, np.int64), wpg, lanes)
+    ids.flags.writeable = valid.flags.writeable = False
+    return ids, valid
 
 
 def _thread_layout(size: np.ndarray, wpg: int, lanes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -186,7 +196,7 @@ class ShaderCore:
         # the threads of each workgroup: every full group has one layout, computed once and tiled; only groups
         # last in a dimension with a trailing partial group are smaller (at most 7 other layouts)
         full = np.array(d.group_size, np.int64)
-        ids, valid = _thread_layout(full, wpg, lanes)
+        ids, valid = _layout_of(tuple(int(x) for x in d.group_size), wpg, lanes)
         W.v[:, 0] = np.tile(ids, (len(batch), 1))
         valid = np.tile(valid, (len(batch), 1))
         partial = np.array(d.partial_size, np.int64)
@@ -283,6 +293,7 @@ class ShaderCore:
 EPOCH = MEMORY
 _WRITES = ("store", "atomic")  # mnemonic parts of instructions that write memory (LDS is part of the wave state)
 _POLLS = ("load", "atomic")  # ... and of those that read it: what a spinning wave may poll with
+_FIRST_WAVE = np.zeros(1, np.int64)  # the selection of a one-wave batch (never written)
 
 
 def _run_placed(run, W: Waves, sel: np.ndarray, slots: np.ndarray, model) -> None:
@@ -424,27 +435,15 @@ class ActiveDispatch:
             self.spin.reset()
             self._last_issue, self._fair = np.zeros(W.n, np.int64), False
             while True:
-                runnable = W.alive & ~W.at_barrier
-                if not runnable.any():
-                    if W.alive.any():
-                        core._release_barriers(W, force_check=True, d=d)
-                        continue
-                    break
-                idx = np.nonzero(runnable)[0]
-                pcs = W.pc[idx]
-                if self._fair:  # a wave was starved: each runnable wave's turn comes (whatever the policy picks)
-                    pc = int(W.pc[idx[np.argmin(self._last_issue[idx])]])
-                elif choose is None:
-                    pc = int(pcs.min())
+                if W.n == 1 and W.alive[0] and not W.at_barrier[0]:  # one wave: it issues, no choice to make
+                    pc = int(W.pc[0])
+                    sel, w = _FIRST_WAVE, slice(None)
                 else:
-                    distinct = np.unique(pcs)
-                    pc = int(distinct[choose(len(distinct)) % len(distinct)]) if len(distinct) > 1 else int(distinct[0])
-                sel = idx[pcs == pc]
-                if split is not None and sel.size > 1:  # the policy may let one wave issue ahead of the others
-                    k = split(int(sel.size))
-                    if k is not None and 0 <= k < sel.size:
-                        sel = sel[k:k + 1]
-                w = slice(None) if sel.size == W.n else sel
+                    pc, sel, w = self._pick(W, choose, split)
+                    if sel is None:
+                        if w:
+                            continue
+                        break
                 if slots is not None:  # the fetch goes through the first selected wave's CU
                     model.slot = int(slots[sel[0]])
                 run = core.instruction(pc, W, ctx, d)
@@ -491,6 +490,31 @@ class ActiveDispatch:
                     yield
         for action in self.on_done:
             action()
+
+    def _pick(self, W: Waves, choose, split):
+        """The next issue: (pc, selected waves, their selection), or (None, None, True) after releasing a barrier
+        with no wave runnable, (None, None, False) once every wave ended."""
+        runnable = W.alive & ~W.at_barrier
+        if not runnable.any():
+            if W.alive.any():
+                self.core._release_barriers(W, force_check=True, d=self.d)
+                return None, None, True
+            return None, None, False
+        idx = np.nonzero(runnable)[0]
+        pcs = W.pc[idx]
+        if self._fair:  # a wave was starved: each runnable wave's turn comes (whatever the policy picks)
+            pc = int(W.pc[idx[np.argmin(self._last_issue[idx])]])
+        elif choose is None:
+            pc = int(pcs.min())
+        else:
+            distinct = np.unique(pcs)
+            pc = int(distinct[choose(len(distinct)) % len(distinct)]) if len(distinct) > 1 else int(distinct[0])
+        sel = idx[pcs == pc]
+        if split is not None and sel.size > 1:  # the policy may let one wave issue ahead of the others
+            k = split(int(sel.size))
+            if k is not None and 0 <= k < sel.size:
+                sel = sel[k:k + 1]
+        return pc, sel, slice(None) if sel.size == W.n else sel
 
     # -- livelock detection ----------------------------------------------------------------------------
 
