@@ -279,8 +279,7 @@ class PM4Queue(EngineQueue):
     def _release(self, v: dict, data_sel: int, int_sel: int) -> None:
         """What a RELEASE_MEM does at end of pipe: the cache actions, the data write, then the interrupt."""
         mem = self.gpu.memory
-        store = self._modelled_release(v, data_sel, int_sel) if self.coherence is not None else \
-            (lambda addr, width, value: (mem.write_u32 if width == 4 else mem.write_u64)(addr, value))
+        store = self._modelled_release(v, data_sel, int_sel) if self.coherence is not None else self._plain_store
         if data_sel == _DATA_32:
             addr = v["addr"] & ~3
             store(addr, 4, v["data"] & 0xFFFFFFFF)
@@ -298,6 +297,13 @@ class PM4Queue(EngineQueue):
             cur = mem.read_u32(addr) if width == 4 else mem.read_u64(addr)
             if cur == v["data"] & ((1 << 8 * width) - 1):
                 self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
+
+    def _plain_store(self, addr: int, width: int, value: int) -> None:
+        """A RELEASE_MEM data write with the coherent memory model: straight to memory."""
+        if width == 4:
+            self.gpu.memory.write_u32(addr, value)
+        else:
+            self.gpu.memory.write_u64(addr, value)
 
     def _execACQUIRE_MEM(self, stream, pos, v):
         if self.family == "gfx11" and v["coher_cntl"]:

@@ -428,6 +428,9 @@ class EngineQueue:
     def at_end_of_pipe(self, action: Callable[[], None]) -> None:
         """Queue `action` as an end-of-pipe event (RELEASE_MEM): it runs once every dispatch launched before it
         has finished, in order with the queue's other such events; the queue does not stall (facts 3, 6.2)."""
+        if not self.eop_events and not self.inflight:  # nothing before it: it acts now (what firing would do)
+            action()
+            return
         self.eop_events.append((self.launched, action))
         self.fire_eop_events()
 
