@@ -898,7 +898,7 @@ class Fuzzer:
         self.schedules = 0  # schedules compiled and run
         self.runs = 0  # runs of them
         self.ops = 0  # operations executed (ops x runs)
-        self.last_describe = ""
+        self._describe = str  # the last compiled schedule's describe(), made when asked
 
     def close(self) -> None:
         for d in self.devs:
@@ -970,15 +970,23 @@ class Fuzzer:
             q.signal(sig, value).submit()
             previous = dev, sig, value
 
+    @property
+    def last_describe(self) -> str:
+        """describe() of the last compiled schedule (text only a report needs: made on first use)."""
+        return self._describe()
+
     def effects(self, case: FuzzCase, choices=(), mutations=()) -> tuple[dict[str, bytes], str]:
         """(buffer bytes after the case ran under `choices`, describe() of its compiled schedule)."""
+        return self._effects(case, choices, mutations), self.last_describe
+
+    def _effects(self, case: FuzzCase, choices, mutations) -> dict[str, bytes]:
         size = case.buffer_bytes
         init = initial_memory(case.devices, size)
         for name, data in init.items():
             self.bufs[name].view[:size] = data
         with mutated(*mutations):
             compiled = self._build(case).compile()
-        self.last_describe = compiled.describe()
+        self._describe = functools.cache(compiled.describe)
         self.last_plan = compiled.plan
         for gpu in self.gpus[:case.devices]:
             gpu.trace.clear()  # the report's trace is this example's
@@ -993,7 +1001,7 @@ class Fuzzer:
                 self.ops += len(case.ops)
         self._drain()
         self.schedules += 1
-        return {n: self.bufs[n].view[:size].tobytes() for n in all_buffer_names(case.devices)}, self.last_describe
+        return {n: self.bufs[n].view[:size].tobytes() for n in all_buffer_names(case.devices)}
 
     def _drain(self) -> None:
         """Let the GPUs finish what the case left running: a broken schedule's run may return before all of its
@@ -1010,7 +1018,7 @@ class Fuzzer:
         """Raise RaceFound when the case's effects under `choices` differ from its sequential meaning."""
         expected = sequential_effects(case)
         try:
-            seen, text = self.effects(case, choices, mutations)
+            seen = self._effects(case, choices, mutations)
         except (DeadlockError, DeviceFault) as e:
             # a broken schedule may also hang or fault (e.g. a timeline written out of order): that is a finding
             # too; the machine is left stuck, so the next example gets fresh devices
@@ -1019,7 +1027,8 @@ class Fuzzer:
             report = self._report(case, text, expected, seen, choices, mutations)
             self._restart()
         else:
-            report = self._report(case, text, expected, seen, choices, mutations) if seen != expected else None
+            report = (self._report(case, self.last_describe, expected, seen, choices, mutations)
+                      if seen != expected else None)
         if report is not None:  # one raise site: hypothesis takes a hang and a data race for the same failure
             raise RaceFound(report)
 

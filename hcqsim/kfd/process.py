@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
+import functools
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
@@ -88,7 +89,7 @@ class KfdDriver:
     # -- dispatch (kfd_chardev.c kfd_ioctl) --------------------------------------------------------
 
     def ioctl(self, request: int, arg) -> None:
-        _dir, _type, nr, usize = k.ioc_decode(request)
+        _dir, _type, nr, usize = _decode(request)
         io = k.IOCTLS_BY_NR.get(nr)
         if io is None or not k.AMDKFD_COMMAND_START <= nr < k.AMDKFD_COMMAND_END:
             raise OSError(errno.ENOTTY, f"ioctl 0x{request:08x}: no KFD command nr 0x{nr:02x}")
@@ -290,6 +291,9 @@ class KfdDriver:
         self.queues.close()
         self.svm.close()
         self.memory.close()
+
+
+_decode = functools.lru_cache(maxsize=256)(k.ioc_decode)  # a handful of requests, decoded at every call
 
 
 def _user_buffer(arg) -> tuple[int, int | None]:
