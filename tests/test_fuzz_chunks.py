@@ -35,8 +35,7 @@ def dev():
     d.close()
 
 
-def snapshot_during_update(dev, x, y, fixed: bool) -> None:
-    size = CHUNKS * engine_queue.COPY_CHUNK
+def snapshot_during_update(dev, x, y, fixed: bool, size: int) -> None:
     x.view[:size] = np.frombuffer(np.full(size // 4, OLD, np.uint32).tobytes(), np.uint8)
     y.view[:size] = 0
     go, snap, updated = dev.new_signal(0), dev.new_signal(0), dev.new_signal(0)
@@ -55,15 +54,15 @@ def snapshot_during_update(dev, x, y, fixed: bool) -> None:
             dev.free_signal(s)
 
 
-def search(dev, fixed: bool) -> None:
-    size = CHUNKS * engine_queue.COPY_CHUNK
+def search(dev, fixed: bool, size: int | None = None) -> None:
+    size = CHUNKS * engine_queue.COPY_CHUNK if size is None else size
     x, y = dev.alloc(size), dev.alloc(size)
 
     @fuzz_settings(max_examples=EXAMPLES)
     @given(interleavings())
     def prop(choices):
         with chooser.using(choices):
-            snapshot_during_update(dev, x, y, fixed)
+            snapshot_during_update(dev, x, y, fixed, size)
     prop()
 
 
@@ -80,30 +79,4 @@ def test_with_atomic_copies_the_same_search_finds_nothing(dev, monkeypatch):
     """The planted contrast: one chunk per packet (a copy is one step), and the buggy program passes -- the race
     lives only between chunks."""
     monkeypatch.setattr(engine_queue, "COPY_CHUNK", 1 << 30)
-    size = CHUNKS * 4096
-    x, y = dev.alloc(size), dev.alloc(size)
-
-    @fuzz_settings(max_examples=EXAMPLES)
-    @given(interleavings())
-    def prop(choices):
-        with chooser.using(choices):
-            snapshot_whole(dev, x, y, size)
-    prop()
-
-
-def snapshot_whole(dev, x, y, size: int) -> None:
-    x.view[:size] = np.frombuffer(np.full(size // 4, OLD, np.uint32).tobytes(), np.uint8)
-    y.view[:size] = 0
-    go, snap, updated = dev.new_signal(0), dev.new_signal(0), dev.new_signal(0)
-    try:
-        dev.copy_queue(0).wait(go, 1).copy(y, x, size).signal(snap, 1).submit()
-        dev.copy_queue(1).wait(go, 1).fill(x, NEW, size).signal(updated, 1).submit()
-        go.value = 1
-        snap.wait(1)
-        updated.wait(1)
-        got = set(y.view[:size].view(np.uint32).tolist())
-        assert got in ({OLD}, {NEW}), f"torn snapshot: y holds {sorted(hex(v) for v in got)}"
-    finally:
-        dev.synchronize()
-        for s in (go, snap, updated):
-            dev.free_signal(s)
+    search(dev, fixed=False, size=CHUNKS * 4096)
