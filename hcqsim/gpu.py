@@ -262,11 +262,14 @@ class EmulatedGPU:
                  memory_model: str | None = None, memory_reports: list | None = None,
                  spin_iterations: int | None = -1):
         self.target: Target = get_target(target)
-        memory_model = default_model() if memory_model is None else memory_model  # HCQSIM_MEMORY_MODEL, else coherent
+        # None: HCQSIM_MEMORY_MODEL, else coherent; a model from the environment is watched by the pytest plugin
+        # (its records go to hcqsim.coherence.report.SEEN), an explicit one is the caller's to check
+        self.memory_model_from_environment = memory_model is None
+        memory_model = default_model() if memory_model is None else memory_model
         self.memory_model = check_model(memory_model)
         # MemoryReport records (hcqsim.coherence); an EmulatedSystem passes one list shared by its GPUs
         self.memory_reports: list = [] if memory_reports is None else memory_reports
-        self._report_log = ReportLog(self.memory_reports)
+        self._report_log = ReportLog(self.memory_reports, watched=self.memory_model_from_environment)
         self.seed, self.index, self.gpu_id, self.autorun = seed, index, gpu_id, autorun
         self.label = gpu_label(index, gpu_id)
         self.rng = random.Random(seed)

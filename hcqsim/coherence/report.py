@@ -57,18 +57,22 @@ class MemoryReport:
         return "\n".join(lines)
 
 
-# Every record any machine of this process added, oldest first (bounded): the pytest plugin's check of a whole run
-# under HCQSIM_MEMORY_MODEL looks here, since tests may build machines the plugin never sees.
+# Every record a machine whose model came from HCQSIM_MEMORY_MODEL (built without memory_model=) added, oldest first
+# (bounded): the pytest plugin's check of a whole run under HCQSIM_MEMORY_MODEL looks here, since tests may build
+# machines the plugin never sees; a machine given its model explicitly is the test's own business (its records are
+# what it checks), so they are not collected.
 SEEN: list[MemoryReport] = []
 SEEN_LIMIT = 10_000
 
 
 class ReportLog:
-    """The reports of one machine: a list (shared by its GPUs) plus the index that merges repeats."""
+    """The reports of one machine: a list (shared by its GPUs) plus the index that merges repeats. `watched`:
+    the machine's model came from the environment, so its records also go to SEEN."""
 
-    def __init__(self, records: list | None = None, limit: int = 1000):
+    def __init__(self, records: list | None = None, limit: int = 1000, watched: bool = False):
         self.records: list[MemoryReport] = [] if records is None else records
         self.limit = limit
+        self.watched = watched
         self._by_key: dict[tuple, MemoryReport] = {}
 
     def add(self, record: MemoryReport) -> MemoryReport:
@@ -83,6 +87,6 @@ class ReportLog:
         record.key = key
         self._by_key[key] = record
         self.records.append(record)
-        if len(SEEN) < SEEN_LIMIT:
+        if self.watched and len(SEEN) < SEEN_LIMIT:
             SEEN.append(record)
         return record

@@ -57,9 +57,9 @@ class EmulatedSystem:
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
         self.free_running = bool(free_running)
-        # before any resource is taken: a bad name loses nothing; None: HCQSIM_MEMORY_MODEL, else coherent
-        memory_model = default_model() if memory_model is None else memory_model
-        self.memory_model = check_model(memory_model)
+        # before any resource is taken: a bad name loses nothing; None: HCQSIM_MEMORY_MODEL, else coherent (the GPUs
+        # get None too, so they know their model came from the environment)
+        self.memory_model = check_model(default_model() if memory_model is None else memory_model)
         self.memory_reports: list = []  # MemoryReport records of every GPU (hcqsim.coherence), in order
         self.window = VaWindow()
         self.gpu_ids = make_gpu_ids(self.target.name, num_gpus)
