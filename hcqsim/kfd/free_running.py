@@ -6,8 +6,9 @@ and raises the interrupts that wake WAIT_EVENTS sleepers.
 Idle policy. Python threads share one interpreter lock, so "noticing" a store costs the host thread a GIL
 hand-over; the policy keeps that cheap while work is arriving and free while nothing is:
 - busy: run every GPU until no queue can advance, then look again at once;
-- for `spin_s` after the last executed packet: look every `spin_sleep_s` (a short nanosleep that releases the
-  GIL, so a host thread spinning on signal memory keeps running) -- the low-latency phase;
+- for `spin_s` after the last executed packet (or driver call): look every `spin_sleep_s` (a short wait on the
+  system's condition, releasing the GIL so a host thread spinning on signal memory keeps running, and ended
+  at once by a driver call) -- the low-latency phase;
 - after that: sleep on the system's condition with a timeout doubling from `spin_sleep_s` to `max_sleep_s`;
   any driver call that may create work (a doorbell through the boundary, CREATE/UPDATE_QUEUE, WAIT_EVENTS,
   SET_EVENT) notifies the condition and restarts the low-latency phase. A store nobody announces is seen
@@ -102,50 +103,49 @@ class GpuThread:
             self._kick = True
             self.system.cond.notify_all()
 
-    def step(self) -> int:
-        """One engine step under the system lock: deliver doorbell stores, run every GPU until quiet."""
+    def step(self) -> tuple[int, bool]:
+        """One engine step under the system lock: deliver doorbell stores, run every GPU until quiet. Returns
+        (packets plus issue steps executed, whether work remains: False once quiet or only spinning)."""
         system = self.system
         with system.lock:
             if self._stop or system.closed:
-                return 0
+                return 0, False
             driver = system.driver
             executed = driver.queues.poll_doorbells()
             executed += sum(d.gpu.step(self.policy.quantum) for d in driver.devices)
             if executed:
                 self.worked_at.append(time.perf_counter())
                 system.cond.notify_all()  # sleepers re-check their conditions (WAIT_EVENTS, the runtime)
-            if driver.settled():  # quiet, or only waves spinning on memory nobody writes: idle until a store
-                return 0
-            return executed
+            # quiet, or only waves spinning on memory nobody writes: idle until a store
+            return executed, bool(executed) and not driver.settled()
 
     def _main(self) -> None:
         _fine_timer_slack()
         p = self.policy
-        last_work = time.monotonic()
-        sleep = p.spin_sleep_s
+        self.last_work = time.monotonic()  # when a step last executed something, or a driver call kicked
+        backoff = p.spin_sleep_s
         try:
             while not self._stop:
                 try:
-                    worked = self.step()
+                    executed, busy = self.step()
                 except Exception as e:  # never die: keep the evidence, keep the other queues running
                     self.error, self.errors = e, self.errors + 1
                     time.sleep(p.spin_sleep_s)
                     continue
-                if worked:
-                    self.steps += 1
-                    last_work, sleep = time.monotonic(), p.spin_sleep_s
+                if executed:  # also the step that ran the last packet and left the machine quiet: the client
+                    self.steps += 1  # is likely to store its next doorbell soon (the low-latency phase)
+                    self.last_work, backoff = time.monotonic(), p.spin_sleep_s
+                if busy:
                     time.sleep(0)  # hand the GIL over: a thread waiting for the system lock takes it now
                     continue
-                if time.monotonic() - last_work < p.spin_s:
-                    time.sleep(p.spin_sleep_s)
-                    continue
-                with self.system.cond:
+                low_latency = time.monotonic() - self.last_work < p.spin_s
+                with self.system.cond:  # a kick (driver call) ends either wait at once; plain stores are polled
                     if not self._kick and not self._stop:
-                        self.system.cond.wait(sleep)
+                        self.system.cond.wait(p.spin_sleep_s if low_latency else backoff)
                     if self._kick:
-                        self._kick, last_work, sleep = False, time.monotonic(), p.spin_sleep_s
-                    else:
-                        sleep = min(sleep * 2, p.max_sleep_s)
+                        self._kick, self.last_work, backoff = False, time.monotonic(), p.spin_sleep_s
+                    elif not low_latency:
+                        backoff = min(backoff * 2, p.max_sleep_s)
         except BaseException as e:  # interpreter shutdown and the like: keep it for close() and the reports
             self.error = e
 
