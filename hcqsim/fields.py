@@ -130,7 +130,23 @@ class PacketFormat:
     def encode(self, **values) -> list[int]:
         """Dwords of the packet. Unnamed fields take their default; the caller fills header counts."""
         payload = values.pop(self.payload, ()) if self.payload else ()
-        dws = self._defaults() + [0] * (max(0, self.payload_dw + len(payload) - self._base_len) if payload else 0)
+        encoders = self.__dict__.setdefault("_encoders", {})
+        names = tuple(values)
+        enc = encoders.get(names)
+        if enc is None:
+            enc = encoders[names] = self._compile_encoder(names)
+        dws = enc(*values.values())
+        if dws is None:  # a value that is not a plain in-range int: converted, or refused with the reason
+            dws = self._encode_fields(values)
+        if payload:
+            dws += [0] * max(0, self.payload_dw + len(payload) - len(dws))
+            for i, d in enumerate(payload):
+                dws[self.payload_dw + i] = d & 0xFFFFFFFF
+        return dws
+
+    def _encode_fields(self, values: dict) -> list[int]:
+        """The packet's fixed dwords with `values` set, each checked (and an enum name or an int-like converted)."""
+        dws = self._defaults()
         by_name = self.by_name
         for name, v in values.items():
             f = by_name.get(name)
@@ -144,9 +160,33 @@ class PacketFormat:
             dws[f.dw] = (dws[f.dw] & ~field_bits & 0xFFFFFFFF) | (bits & 0xFFFFFFFF)
             if f.hi > 31:
                 dws[f.dw + 1] = (dws[f.dw + 1] & ~(field_bits >> 32)) | (bits >> 32)
-        for i, d in enumerate(payload):
-            dws[self.payload_dw + i] = d & 0xFFFFFFFF
         return dws
+
+    def _compile_encoder(self, names: tuple[str, ...]):
+        """Generate what `_encode_fields` does for one set of field names (in that order), for plain in-range
+        ints only: it answers None for anything else, and `_encode_fields` then converts or refuses. Runtimes
+        build the same few packet shapes over and over (signals, waits, copies), so this is their hot path."""
+        if any(n not in self.by_name for n in names):
+            return lambda *vs: None
+        self._defaults()
+        checks, sets = [], []
+        for i, n in enumerate(names):
+            f = self.by_name[n]
+            checks.append(f"type(v{i}) is not int or not 0 <= v{i} <= {f.mask:#x}")
+            keep = ~(f.mask << f.lo) & 0xFFFFFFFF
+            sets.append(f"    d[{f.dw}] = (d[{f.dw}] & {keep:#x}) | ((v{i} << {f.lo}) & 0xFFFFFFFF)")
+            if f.hi > 31:
+                keep_hi = ~((f.mask << f.lo) >> 32) & 0xFFFFFFFF
+                sets.append(f"    d[{f.dw + 1}] = (d[{f.dw + 1}] & {keep_hi:#x}) | ((v{i} << {f.lo}) >> 32)")
+        args = ", ".join(f"v{i}" for i in range(len(names)))
+        lines = [f"def encode({args}):"]
+        if checks:
+            lines.append(f"    if {' or '.join(checks)}:")
+            lines.append("        return None")
+        lines += ["    d = base[:]", *sets, "    return d"]
+        scope: dict = {"base": self._base}
+        exec(compile("\n".join(lines) + "\n", f"<encoder {self.name}>", "exec"), scope)
+        return scope["encode"]
 
     def _defaults(self) -> list[int]:
         """The packet with every field at its default (computed once)."""
