@@ -18,9 +18,9 @@ def wait_for(cond, timeout_s=5.0):
         time.sleep(0.0001)
 
 
-def plain_store_queue(system, rt=None):
+def plain_store_queue(system, rt=None, ring_size=0x1000):
     rt = rt or Runtime(system.os)
-    q, out = rt.compute_queue(), rt.alloc(0x1000)
+    q, out = rt.compute_queue(ring_size=ring_size), rt.alloc(0x1000)
 
     def submit(dwords):  # write the ring and the wptr, then a plain store to the doorbell: no driver call
         raw = b"".join((d & 0xFFFFFFFF).to_bytes(4, "little") for d in dwords)
@@ -162,3 +162,98 @@ def test_an_error_inside_a_step_does_not_stop_the_gpu_thread(monkeypatch):
     assert system.thread.alive and isinstance(system.thread.error, MemoryError)
     assert "raised an emulator error" in system.describe()
     system.close()
+
+
+class _WaitsForTheGpu:
+    """Cyclic garbage (only the collector frees it) whose finalizer submits a packet and waits for it, as
+    tinygrad's HCQGraph.__del__ and buffer frees wait for their device."""
+
+    def __init__(self, submit, out, seen):
+        self.me, self.submit, self.out, self.seen = self, submit, out, seen
+
+    def __del__(self):
+        self.seen["thread"] = threading.current_thread().name
+        self.submit(pm4.write_data(self.out.va, [0xD1E]))
+        deadline = time.monotonic() + 5
+        while self.out.u32().value != 0xD1E and time.monotonic() < deadline:
+            time.sleep(0.001)
+        self.seen["done"] = self.out.u32().value == 0xD1E
+
+
+def test_a_client_finalizer_that_waits_for_gpu_work_does_not_wedge_the_gpus():
+    """Issue 22's wedge: a collection triggered by the GPU thread's allocations ran the client's finalizer there,
+    inside an engine step; one that waits for GPU work waited for ever (no doorbell delivered, every GPU stopped).
+    Here the GPU thread is the only thread allocating when the garbage appears (this one only sleeps), so without
+    the collector thread (kfd/collector.py) the finalizer runs on it."""
+    import gc
+    system = EmulatedSystem(free_running=True)
+    submit, out, rt = plain_store_queue(system)
+    busy, busy_out, _ = plain_store_queue(system, rt, ring_size=0x10000)
+    seen = {}
+    threshold = gc.get_threshold()
+    try:
+        gc.set_threshold(50)
+        busy(pm4.write_data(busy_out.va, [1]) * 3000)  # the GPU thread allocates while it runs these (~0.1 s)
+        gc.collect()  # so the garbage below starts in the youngest generation
+        _WaitsForTheGpu(submit, out, seen)  # garbage from here on; no allocation on this thread below
+        deadline = time.monotonic() + 20
+        while "done" not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        gc.set_threshold(*threshold)
+    assert seen.get("thread") not in (None, "hcqsim-gpus"), seen
+    assert seen["done"], seen
+    assert system.thread.alive and system.thread.error is None and not system.gpus[0].faults
+    system.close()
+
+
+def test_automatic_collection_goes_on_beside_a_free_running_system_and_returns_after():
+    import gc
+    import weakref
+
+    from hcqsim.kfd.collector import COLLECTOR
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+    assert gc.isenabled()
+    system = EmulatedSystem(free_running=True)
+    assert not gc.isenabled() and COLLECTOR.active  # automatic collection is the helper thread's now
+    gone = weakref.ref(Cycle())
+    junk, deadline = [], time.monotonic() + 10
+    while gone() is not None:  # collected without anyone calling gc.collect(): allocations make one due
+        assert time.monotonic() < deadline, COLLECTOR.collections
+        junk.append([[] for _ in range(gc.get_threshold()[0] + 1)])
+        time.sleep(0.01)
+    assert sum(COLLECTOR.collections) > 0
+    gc.enable()  # the client re-enables: taken back (collections on the GPU thread would return)
+    wait_for(lambda: not gc.isenabled())
+    system.close()
+    assert gc.isenabled() and not COLLECTOR.active
+
+
+def test_a_client_that_disabled_collection_keeps_it_disabled():
+    import gc
+
+    from hcqsim.kfd.collector import COLLECTOR
+    gc.disable()
+    try:
+        system = EmulatedSystem(free_running=True)
+        assert not COLLECTOR.active
+        system.close()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_collector_follows_cpythons_generation_rule():
+    from hcqsim.kfd.collector import generation_due
+    t = (700, 10, 10)
+    assert generation_due((10, 0, 0), t, 0, 0) is None
+    assert generation_due((701, 0, 0), t, 0, 0) == 0
+    assert generation_due((701, 11, 0), t, 0, 0) == 1
+    # a full collection waits until the long-lived objects grew by a quarter; until then generation 1 is collected
+    assert generation_due((701, 11, 11), t, 249, 1000) == 1
+    assert generation_due((701, 11, 11), t, 250, 1000) == 2
+    assert generation_due((5000, 11, 11), (0, 10, 10), 250, 1000) is None  # gc.set_threshold(0): off

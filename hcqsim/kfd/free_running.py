@@ -20,6 +20,9 @@ seen half-updated; the lock is released between steps, so driver calls proceed w
 kernel runs. Host threads reading and writing GPU memory while the engines run need no lock (that is the normal
 case, as on hardware). A machine with nothing but waves spinning on memory nobody writes counts as idle: the
 thread sleeps as above and looks again (a host store that releases the spin is seen within `max_sleep_s`).
+
+Python's automatic garbage collection is moved off this thread while it lives (`collector`): a client finalizer
+that waits for GPU work, run here by a collection this thread's allocations triggered, would wedge every GPU.
 """
 from __future__ import annotations
 
@@ -30,6 +33,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from .collector import COLLECTOR
 
 if TYPE_CHECKING:
     from .system import EmulatedSystem
@@ -94,6 +99,7 @@ class GpuThread:
         self.errors = 0  # how many steps raised
         self.worked_at: deque[float] = deque(maxlen=4096)  # perf_counter() after each step that executed something
         _lower_switch_interval(policy.switch_interval_s)
+        COLLECTOR.acquire()  # the client's finalizers must never run on this thread (kfd/collector.py)
         self._thread = threading.Thread(target=self._main, name="hcqsim-gpus", daemon=True)
         self._thread.start()
 
@@ -157,6 +163,7 @@ class GpuThread:
         if not self._closed:
             self._closed = True
             _restore_switch_interval()
+            COLLECTOR.release()
 
     @property
     def alive(self) -> bool:
