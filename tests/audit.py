@@ -23,8 +23,9 @@ Surfaces:
   kfd_events.c function): the errno Linux returns; the table line says how many of how many;
 - soak: the long-run shape of the tinygrad wedge the audit saw (6 free-running GPUs, a thread each, every compute
   and copy queue in turn, two kernels, a cross-queue wait, a local and a peer copy per round, every result
-  checked, waits bounded at 20 s, every queue idle and the GPU thread healthy at the end). It found the kernarg
-  arena wedge (Device._next_kernarg_arena).
+  checked, waits bounded at 20 s, every queue idle and the GPU thread healthy at the end; each round also leaves
+  cyclic garbage whose finalizer waits for the round's signal, as tinygrad's graphs do: the issue-22 wedge was such a
+  finalizer run on the GPU thread). It found the kernarg arena wedge (Device._next_kernarg_arena).
 
 `tests/test_audit.py` runs the short profile in the default test command and the long one behind `-m slow`.
 """
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import errno
+import gc
 import json
 import os
 import random
@@ -289,6 +291,24 @@ define amdgpu_kernel void @scale(ptr addrspace(1) %p, i32 %k) {
 SOAK_GPUS = 6
 
 
+class _WaitsInFinalizer:
+    """Cyclic garbage whose finalizer waits (bounded) for a signal value, as tinygrad's HCQGraph.__del__ and buffer
+    frees wait for their device: run on the GPU thread by a collection its allocations trigger, it stopped every GPU
+    (issue 22's wedge; kfd/collector.py). Appends (waited, reached the value) to `out`."""
+
+    def __init__(self, signal, value: int, out: list):
+        self.me, self.signal, self.value, self.out = self, signal, value, out
+
+    def __del__(self):
+        try:
+            deadline = time.monotonic() + 10
+            while self.signal.value < self.value and time.monotonic() < deadline:
+                time.sleep(0.001)
+            self.out.append((1, self.signal.value >= self.value))
+        except Exception:  # noqa: BLE001 - a finalizer must not raise; counted as a wedge
+            self.out.append((1, False))
+
+
 def surface_soak(seconds: float, rng: random.Random) -> dict:
     """The long-run wedge's shape (issue 22: tinygrad's tests over 6 free-running GPUs): one thread per GPU, every
     compute and copy queue of it in turn, kernels, fills, copies, cross-queue waits and a peer copy to the next GPU,
@@ -301,6 +321,7 @@ def surface_soak(seconds: float, rng: random.Random) -> dict:
     system = devs[0]._owner.system
     code = compile_llvm(SCALE_IR, devs[0].target)
     results: dict = {"rounds": 0, "kernels": 0, "copies": 0, "wrong": 0, "errors": 0}
+    finalized: list[tuple[int, bool]] = []  # (1, reached) per finalizer that waited for its round's signal
     lock = threading.Lock()
     end = time.monotonic() + seconds
     peers = []
@@ -327,6 +348,7 @@ def surface_soak(seconds: float, rng: random.Random) -> dict:
                 # copy queue waits for the kernel, then copies the result aside and to the next GPU's inbox
                 xq.wait(gate, n).copy(side, buf, 4096).copy(peers[nxt], buf, 64).signal(done, n).submit()
                 cq.exec(kernel, [buf, k], 1024, 64).exec(kernel, [buf, 1], 1024, 64).signal(gate, n).submit()
+                _WaitsInFinalizer(done, n, finalized)  # garbage a collection finds while the round runs
                 done.wait(n, timeout_ms=20_000)
                 want = (start * k).astype(np.uint32)
                 ok = np.array_equal(np.frombuffer(dev.copyout(side, 4096), np.uint32), want)
@@ -348,12 +370,16 @@ def surface_soak(seconds: float, rng: random.Random) -> dict:
     busy = [f"GPU {g.index} {q.name}" for g in system.gpus for q in g.queues if q.fault is None and q.has_work()] \
         if all(hasattr(q, "has_work") for g in system.gpus for q in g.queues) else []
     dead = int(not system.thread.alive or system.thread.error is not None)
+    gc.collect()  # the last rounds' finalizers run now, before the devices close
+    results["finalizer_waits"] = len(finalized)
+    results["finalizers_wedged"] = sum(not reached for _, reached in finalized)
     results["busy_queues_at_end"] = busy
     results["kernels_per_gpu"] = results["kernels"] // len(devs)  # past ~1638 the kernarg arena was refilled
     for d in devs:
         d.close()
     return _counts(cases=results["rounds"], gpu_thread_deaths=dead,
-                   unexpected=results["wrong"] + results["errors"] + len(busy), detail=results)
+                   unexpected=results["wrong"] + results["errors"] + len(busy) + results["finalizers_wedged"],
+                   detail=results)
 
 
 def surface_errnos(seconds: float, rng: random.Random) -> dict:
