@@ -14,13 +14,17 @@ event page below 32 KiB is -EINVAL since 8a70a26c9f34 ("drm/amdkfd: Fix out-of-b
 kfd_event_page_set()"), both in the stable kernels. The render-node rows follow drm_ioctl.c drm_ioctl (an nr past
 DRM_CORE_IOCTL_COUNT or past the driver's table is `goto err_i1` with retcode -EINVAL) and amdgpu_kms.c.
 
-Not covered: CRIU_OP, DBG_TRAP and GET_DMABUF_INFO, which hcqsim does not emulate (-EOPNOTSUPP, saying so), and
-checks that need capabilities, a second process or a small-BAR part.
+The emulated process is an ordinary one: no CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN (so CRIU_OP is -EACCES before
+anything), nobody debugs it and no other process has a KFD process (DBG_TRAP answers as kfd_ioctl_set_debug_trap
+does for such a process; enabling the debugger itself is -EOPNOTSUPP), and its amdgpu exports no dma-buf (so
+GET_DMABUF_INFO is -EBADF or -EINVAL). Not covered: checks that need a privileged or debugged process, a second
+process or a small-BAR part.
 """
 from __future__ import annotations
 
 import ctypes
 import errno
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,6 +34,7 @@ ENOTSUPP = 524  # kernel-internal, leaks to user space from set_queue_properties
 KERNEL_VA = 0xFFFF_8000_0000_0000  # access_ok() is false for it
 UNMAPPED = 0x1000  # copy_from_user/copy_to_user fault on it (page 1 is never mapped)
 BAD_GPU = 0xDEAD
+CLOSED_FD = 1 << 30  # past any RLIMIT_NOFILE: never an open file
 
 
 @dataclass(frozen=True)
@@ -234,6 +239,15 @@ def _drm_version_name_at(pointer: int) -> Callable:
 
 def _ioctl_at(name: str, address: int) -> Callable:
     return lambda rt: rt.os.ioctl(rt.kfd, getattr(k, f"AMDKFD_IOC_{name}"), address)
+
+
+def _dbg_trap(op: int, pid: int | None = None, dbg_fd: int = 0) -> Callable:
+    """DBG_TRAP `op` on `pid` (None: this process), ENABLE's event file `dbg_fd`."""
+    def call(rt):
+        args = k.DbgTrapArgs(pid=os.getpid() if pid is None else pid, op=op)
+        args.enable.dbg_fd = dbg_fd
+        rt.os.ioctl(rt.kfd, k.AMDKFD_IOC_DBG_TRAP, args)
+    return call
 
 
 C, E, Q, P = "kfd_chardev.c", "kfd_events.c", "kfd_process_queue_manager.c", "kfd_process.c"
@@ -492,6 +506,34 @@ ROWS: tuple[Row, ...] = (
         lambda rt: [rt.ioctl("RUNTIME_ENABLE", mode_mask=k.KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK) for _ in range(2)]),
     Row("RUNTIME_ENABLE with a queue alive", errno.EEXIST, f"{C} runtime_enable: pdd->qpd.queue_count",
         lambda rt: (rt.compute_queue(), rt.ioctl("RUNTIME_ENABLE", mode_mask=k.KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK))),
+    # checkpoint/restore: kfd_ioctl checks the capability before anything (the emulated process has none)
+    Row("CRIU_OP PROCESS_INFO without CAP_CHECKPOINT_RESTORE", errno.EACCES,
+        f"{C} kfd_ioctl: KFD_IOC_FLAG_CHECKPOINT_RESTORE && !capable(CAP_CHECKPOINT_RESTORE) && "
+        f"!capable(CAP_SYS_ADMIN)", _io("CRIU_OP", op=k.KFD_CRIU_OP_PROCESS_INFO)),
+    Row("CRIU_OP argument at an unmapped address, without the capability", errno.EACCES,
+        f"{C} kfd_ioctl: the capability check comes before copy_from_user", _ioctl_at("CRIU_OP", UNMAPPED)),
+    # dma-buf info (amdgpu_amdkfd.c amdgpu_amdkfd_get_dmabuf_info: dma_buf_get)
+    Row("GET_DMABUF_INFO metadata buffer past kmalloc", errno.ENOMEM,
+        f"{C} kfd_ioctl_get_dmabuf_info: kzalloc(metadata_size) fails, before the fd is looked at",
+        _io("GET_DMABUF_INFO", metadata_ptr=UNMAPPED, metadata_size=0xFFFFFFFF, dmabuf_fd=CLOSED_FD)),
+    Row("GET_DMABUF_INFO closed fd", errno.EBADF, "dma-buf.c dma_buf_get: fget(fd) fails",
+        _io("GET_DMABUF_INFO", dmabuf_fd=CLOSED_FD)),
+    Row("GET_DMABUF_INFO negative fd", errno.EBADF, "dma-buf.c dma_buf_get: fget(-1) fails (dmabuf_fd is a u32 "
+        "passed as int)", _io("GET_DMABUF_INFO", dmabuf_fd=0xFFFFFFFF)),
+    Row("GET_DMABUF_INFO an fd that is no dma-buf", errno.EINVAL, "dma-buf.c dma_buf_get: !is_dma_buf_file(file)",
+        lambda rt: rt.ioctl("GET_DMABUF_INFO", dmabuf_fd=rt.kfd)),
+    # the debugger (kfd_ioctl_set_debug_trap, kfd_debug.c kfd_dbg_trap_enable)
+    Row("DBG_TRAP for a pid that does not exist", errno.ESRCH, f"{C} kfd_ioctl_set_debug_trap: !find_get_pid(pid)",
+        _dbg_trap(k.KFD_IOC_DBG_TRAP_DISABLE, pid=0x7FFFFFFF)),
+    Row("DBG_TRAP ENABLE for a pid that does not exist", errno.ESRCH,
+        f"{C} kfd_ioctl_set_debug_trap: !find_get_pid(pid)", _dbg_trap(k.KFD_IOC_DBG_TRAP_ENABLE, pid=0x7FFFFFFF)),
+    Row("DBG_TRAP DISABLE before ENABLE", errno.EINVAL,
+        f"{C} kfd_ioctl_set_debug_trap: op != ENABLE && !target->debug_trap_enabled",
+        _dbg_trap(k.KFD_IOC_DBG_TRAP_DISABLE)),
+    Row("DBG_TRAP an unknown op before ENABLE", errno.EINVAL,
+        f"{C} kfd_ioctl_set_debug_trap: op != ENABLE && !target->debug_trap_enabled", _dbg_trap(0x7F)),
+    Row("DBG_TRAP ENABLE with a closed event fd", errno.EBADF, "kfd_debug.c kfd_dbg_trap_enable: !fget(dbg_fd)",
+        _dbg_trap(k.KFD_IOC_DBG_TRAP_ENABLE, dbg_fd=CLOSED_FD)),
     # the render node (drm_ioctl.c drm_ioctl, amdgpu_kms.c amdgpu_info_ioctl, drm_ioctl.c drm_version)
     Row("DRM ioctl of another type on the render node", errno.ENOTTY, "drm_ioctl.c drm_ioctl: _IOC_TYPE != 'd'",
         _drm(k.AMDKFD_IOC_GET_VERSION, k.GetVersionArgs)),

@@ -13,6 +13,7 @@ import ctypes
 import dataclasses
 import errno
 import functools
+import os
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
@@ -24,7 +25,7 @@ from .events import ProcessEvents
 from .memory import ProcessMemory
 from .queues import ProcessQueues
 from .svm import ProcessSvm
-from .uaccess import read_user, write_user
+from .uaccess import kmalloc_check, read_user, write_user
 
 # amdgpu_amdkfd_get_tile_config: ARRAY_SIZE of adev->gfx.config.tile_mode_array and macrotile_mode_array
 TILE_CONFIGS, MACRO_TILE_CONFIGS = 32, 16
@@ -84,7 +85,8 @@ class KfdDriver:
                 "RUNTIME_ENABLE": self.runtime_enable, "SET_XNACK_MODE": self.set_xnack_mode,
                 "SET_MEMORY_POLICY": self.set_memory_policy, "SET_SCRATCH_BACKING_VA": self.set_scratch_backing_va,
                 "SET_TRAP_HANDLER": self.set_trap_handler, "SMI_EVENTS": self.smi_events,
-                "EXPORT_DMABUF": self.export_dmabuf, "IMPORT_DMABUF": self.import_dmabuf}
+                "EXPORT_DMABUF": self.export_dmabuf, "IMPORT_DMABUF": self.import_dmabuf,
+                "GET_DMABUF_INFO": self.get_dmabuf_info, "DBG_TRAP": self.dbg_trap}
 
     # -- dispatch (kfd_chardev.c kfd_ioctl) --------------------------------------------------------
 
@@ -93,6 +95,9 @@ class KfdDriver:
         io = k.IOCTLS_BY_NR.get(nr)
         if io is None or not k.AMDKFD_COMMAND_START <= nr < k.AMDKFD_COMMAND_END:
             raise OSError(errno.ENOTTY, f"ioctl 0x{request:08x}: no KFD command nr 0x{nr:02x}")
+        if io.name in CHECKPOINT_RESTORE:  # kfd_ioctl: KFD_IOC_FLAG_CHECKPOINT_RESTORE, before the copy-in
+            raise OSError(errno.EACCES, f"{io.name}: the emulated process has neither CAP_CHECKPOINT_RESTORE nor "
+                                        f"CAP_SYS_ADMIN (only the CRIU plugin's checkpoint/restore may call it)")
         addr, avail = _user_buffer(arg)
         # The kernel uses its own direction and copies the user's _IOC_SIZE bytes, zero-filling up to its
         # own struct size; a user object shorter than that size would be read/written past its end.
@@ -187,6 +192,46 @@ class KfdDriver:
     def import_dmabuf(self, args, io: k.Ioctl) -> None:
         self.bound(self.device(args.gpu_id, io.name), io.name)  # kfd_ioctl_import_dmabuf: -EINVAL, then bind
         self._not_emulated(args, io)
+
+    def get_dmabuf_info(self, args, io: k.Ioctl) -> None:
+        """kfd_ioctl_get_dmabuf_info: the metadata buffer is kzalloc'd first, then amdgpu_amdkfd_get_dmabuf_info's
+        dma_buf_get(fd) answers -EBADF for a closed fd and -EINVAL for a file that is no dma-buf, and it refuses
+        dma-bufs not exported by amdgpu (-EINVAL). hcqsim's amdgpu exports none (EXPORT_DMABUF is not emulated), so
+        every open fd is -EINVAL: the ioctl is complete for this machine."""
+        if args.metadata_ptr:
+            kmalloc_check(args.metadata_size, io.name)
+        if not self._fd_open(args.dmabuf_fd):
+            raise OSError(errno.EBADF, f"{io.name}: dmabuf_fd {args.dmabuf_fd} is not open")
+        raise OSError(errno.EINVAL, f"{io.name}: fd {args.dmabuf_fd} is not a dma-buf exported by amdgpu (hcqsim "
+                                    f"exports none)")
+
+    def dbg_trap(self, args, io: k.Ioctl) -> None:
+        """kfd_ioctl_set_debug_trap, for a process nobody debugs: only this process has a KFD process here (another
+        pid, existing or not: -ESRCH); any op but ENABLE needs debugging enabled first (-EINVAL); ENABLE's
+        kfd_dbg_trap_enable takes the event file dbg_fd (-EBADF if it is not open). Enabling the debugger itself is
+        not emulated (-EOPNOTSUPP)."""
+        if args.pid != os.getpid():
+            raise OSError(errno.ESRCH, f"{io.name}: no KFD process with pid {args.pid} (only this process, "
+                                       f"pid {os.getpid()}, has one)")
+        if args.op != k.KFD_IOC_DBG_TRAP_ENABLE:
+            raise OSError(errno.EINVAL, f"{io.name}: op {args.op} needs debugging enabled (op ENABLE) first")
+        if not self._fd_open(args.enable.dbg_fd):
+            raise OSError(errno.EBADF, f"{io.name}: dbg_fd {args.enable.dbg_fd} is not open")
+        self._not_emulated(args, io)
+
+    def _fd_open(self, fd: int) -> bool:
+        """fget(fd) succeeds: an emulated device file, or a real file of this process. `fd` comes from a u32 field
+        that the kernel passes as an int."""
+        fd = fd - (1 << 32) if fd >= 1 << 31 else fd
+        if fd < 0:
+            return False
+        if fd in self.system.os.files:
+            return True
+        try:
+            os.fstat(fd)
+        except OSError:
+            return False
+        return True
 
     # -- process setup -----------------------------------------------------------------------------
 
@@ -292,6 +337,10 @@ class KfdDriver:
         self.svm.close()
         self.memory.close()
 
+
+# ioctls kfd_ioctl lets through only with CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN (KFD_IOC_FLAG_CHECKPOINT_RESTORE):
+# the emulated process is an ordinary one without either, as every runtime's process is (CRIU's plugin has them)
+CHECKPOINT_RESTORE = frozenset({"CRIU_OP"})
 
 _decode = functools.lru_cache(maxsize=256)(k.ioc_decode)  # a handful of requests, decoded at every call
 
