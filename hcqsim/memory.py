@@ -29,11 +29,39 @@ MAP_SHARED, MAP_PRIVATE, MAP_FIXED, MAP_ANONYMOUS = 0x01, 0x02, 0x10, 0x20
 MAP_NORESERVE, MAP_FIXED_NOREPLACE = 0x4000, 0x100000
 MAP_FAILED = ctypes.c_void_p(-1).value
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-_libc.munmap.restype = ctypes.c_int
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+
+class _Kernel:
+    """mmap/munmap of the emulator's own memory, as system calls: under hcqsim's LD_PRELOAD interposer (the
+    in-process native host) libc's `mmap` symbol is the interposer's, which would route the emulator's own window
+    and backing mappings back into the emulated driver."""
+
+    _NUMBERS = {"x86_64": (9, 11), "aarch64": (222, 215)}  # (SYS_mmap, SYS_munmap)
+
+    def __init__(self):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        numbers = self._NUMBERS.get(os.uname().machine)
+        if numbers is None:  # elsewhere: libc's functions (no interposer there either)
+            self.mmap, self.munmap = libc.mmap, libc.munmap
+            self.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                  ctypes.c_long]
+            self.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+            self.mmap.restype, self.munmap.restype = ctypes.c_void_p, ctypes.c_int
+            return
+        syscall = libc.syscall
+        syscall.restype = ctypes.c_long
+        syscall.argtypes = [ctypes.c_long] * 7
+        nr_mmap, nr_munmap = numbers
+        self.mmap = lambda addr, size, prot, flags, fd, off: _address(syscall(nr_mmap, addr or 0, size, prot, flags,
+                                                                              fd, off))
+        self.munmap = lambda addr, size: 0 if syscall(nr_munmap, addr, size, 0, 0, 0, 0) == 0 else -1
+
+
+def _address(result: int) -> int:
+    return MAP_FAILED if result == -1 else result & 0xFFFFFFFFFFFFFFFF
+
+
+_libc = _Kernel()
 
 
 class MemoryError_(HcqsimError):

@@ -9,7 +9,9 @@
  *   - ioctl on them: to the host (ACQUIRE_VM carries a render-node fd inside its argument: translated);
  *   - mmap of them; anonymous mmaps inside the emulator's VA window; the thunk's anonymous reservations
  *     (PROT_NONE, MAP_NORESERVE, not fixed): to the host, which places them inside that window; munmap there too;
- *   - paths under the amdgpu/KFD sysfs directories: rewritten to the host's copy of the emulated tree.
+ *   - paths under the amdgpu/KFD sysfs directories: rewritten to the host's copy of the emulated tree;
+ *   - dlsym through a library's handle of a symbol interposed here (ctypes.CDLL("libc.so.6").mmap): the
+ *     interposer's definition, as a global lookup finds it (x86-64; dlvsym and raw system calls still bypass).
  * A thread-local flag passes everything through while the host itself runs (its own files and mmaps).
  *
  * Hosts: in-process (a Python process registers callbacks with hcq_register before loading ROCr) or embedded
@@ -483,6 +485,66 @@ EXPORT int ioctl(int fd, unsigned long request, ...) {
     if (r < 0) { errno = -r; return -1; }
     return r;
 }
+
+/* ---- dlsym ------------------------------------------------------------------------------------------
+ * A symbol looked up through a library's handle -- dlopen("libc.so.6") then dlsym, which is what
+ * ctypes.CDLL("libc.so.6").mmap does -- is searched in that library's own scope, where the preloaded definitions
+ * are not: such a call went straight to libc, past the interposer (tinygrad reserves its GPU VA that way, and its
+ * reservations landed outside the emulator's window). For a real handle whose lookup finds exactly the definition
+ * the interposer forwards to (libc's), dlsym answers the interposer's own definition, as a lookup in the global
+ * scope does. RTLD_DEFAULT and RTLD_NEXT lookups depend on their caller's address: they reach the real dlsym by a
+ * jump, with the caller's return address intact. x86-64 only; dlvsym lookups are not redirected. */
+
+__attribute__((used)) void *(*hcq_next_dlsym)(void *, const char *);
+static void *self_handle;
+
+static int same_object(void *a, void *b) {
+    Dl_info x, y;
+    return dladdr(a, &x) && dladdr(b, &y) && x.dli_fbase == y.dli_fbase;
+}
+
+/* The interposer's definition of `name` when the lookup through `handle` would find what it forwards to, else
+ * the lookup's own answer; NULL: let the real dlsym answer (pseudo handles, names not found: it sets dlerror). */
+__attribute__((used)) void *hcq_dlsym_redirect(void *handle, const char *name) {
+    if (!hcq_next_dlsym) {
+        hcq_next_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+        if (!hcq_next_dlsym)
+            hcq_next_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+        if (!hcq_next_dlsym) die("no dlsym of libc found (GLIBC_2.34 or GLIBC_2.2.5)");
+    }
+    if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || !name) return NULL;
+    void *found = hcq_next_dlsym(handle, name);
+    if (!found) return NULL;
+    if (!self_handle) {
+        Dl_info me;
+        if (!dladdr((void *)hcq_dlsym_redirect, &me)) return found;
+        self_handle = dlopen(me.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+        if (!self_handle) return found;
+    }
+    void *ours = hcq_next_dlsym(self_handle, name);
+    if (!ours || ours == found || !same_object(ours, (void *)hcq_dlsym_redirect))
+        return found;  /* not a symbol the interposer defines */
+    return hcq_next_dlsym(RTLD_NEXT, name) == found ? ours : found;
+}
+
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n"
+        "    push %rdi\n"
+        "    push %rsi\n"
+        "    sub $8, %rsp\n" /* 16-byte alignment at the call */
+        "    call hcq_dlsym_redirect\n"
+        "    add $8, %rsp\n"
+        "    pop %rsi\n"
+        "    pop %rdi\n"
+        "    test %rax, %rax\n"
+        "    jz 1f\n"
+        "    ret\n"
+        "1:  jmp *hcq_next_dlsym(%rip)\n"
+        ".size dlsym, .-dlsym\n");
+#endif
 
 /* ---- mmap ------------------------------------------------------------------------------------------- */
 

@@ -55,3 +55,35 @@ def test_used_memory_in_sysfs_is_the_value_of_the_moment(hip, native_host):
     assert read(bank) == native_host.system.driver.memory.vram_used(0)
     assert hip.hipFree(dev) == 0
     assert read(bank) == native_host.system.driver.memory.vram_used(0) < before + (64 << 20)
+
+
+def test_mmap_looked_up_through_libcs_own_handle_is_the_interposers(native_host):
+    """ctypes.CDLL("libc.so.6").mmap is dlsym on libc's handle, a lookup in libc's own scope that used to find libc's
+    mmap past the preload (tinygrad reserves its GPU VA that way): the interposer's dlsym answers its own mmap, so
+    the reservation lands in the emulator's window as through the global scope. Names it does not define, and
+    names nobody defines, look up as before."""
+    import ctypes.util
+    window = native_host.system.window
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    placed = []
+    for lib in (ctypes.CDLL(None), libc):
+        lib.mmap.restype = ctypes.c_void_p
+        lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        va = lib.mmap(None, 1 << 21, 0, 0x02 | 0x20 | 0x4000, -1, 0)  # PROT_NONE, PRIVATE|ANONYMOUS|NORESERVE
+        placed.append(window.base <= va < window.base + window.size)
+    assert placed == [True, True]
+    import os
+    assert libc.getpid() == os.getpid()  # not interposed: libc's own
+    assert not hasattr(libc, "hcq_no_such_symbol")
+
+
+def test_an_emulators_own_memory_never_goes_through_the_interposer(native_host):
+    """hcqsim's own window and backing mappings are system calls (memory._Kernel), not libc's now interposed mmap:
+    a second emulator made in this process reserves its own window, outside the host's."""
+    from hcqsim import EmulatedGPU
+    window = native_host.system.window
+    with EmulatedGPU() as gpu:
+        buf = gpu.alloc(4096)
+        buf.view[:] = 7
+        assert not window.base <= gpu.window.base < window.base + window.size
+        assert int(buf.view[0]) == 7
