@@ -82,6 +82,11 @@ def host_vmas(lo: int, hi: int) -> list[tuple[int, int, str]]:
     return out
 
 
+def _vmas_text(vmas: list[tuple[int, int, str]]) -> str:
+    """The mappings an EFAULT was decided on, for its message (an intermittent one was once logged without them)."""
+    return ", ".join(f"0x{a:x}-0x{b:x} {p}" for a, b, p in vmas[:8]) or "none"
+
+
 class ProcessSvm:
     """The process's SVM ranges (svm_range_list) and the GPU mappings they make."""
 
@@ -169,7 +174,7 @@ class ProcessSvm:
             pos = max(pos, b)
         if pos < hi:
             raise OSError(errno.EFAULT, f"{name}: 0x{pos:x} is not mapped in the process (range 0x{lo:x}+"
-                                        f"{hi - lo:#x})")
+                                        f"{hi - lo:#x}; mappings there: {_vmas_text(vmas)})")
         for table in self.driver.memory.on:
             for start, end, bo in table.by_va.overlapping(lo, hi):
                 if bo.mapped:
@@ -265,7 +270,8 @@ class ProcessSvm:
             perms = [p for a, b, p in vmas if a < r.end and r.start < b]
             if not perms or any(p[0] != "r" for p in perms):  # hmm_range_fault cannot fault such pages in
                 raise OSError(errno.EFAULT, f"{name}: range 0x{r.start:x}+{r.end - r.start:#x} is not readable "
-                                            f"memory of the process; cannot map it on a GPU")
+                                            f"memory of the process; cannot map it on a GPU (mappings there: "
+                                            f"{_vmas_text([v for v in vmas if v[0] < r.end and r.start < v[1]])})")
             writable = all(p[1] == "w" for p in perms) and not r.flags & k.KFD_IOCTL_SVM_FLAG_GPU_RO
             for index in gpus:
                 dev = self.driver.devices[index]
