@@ -1,6 +1,7 @@
 """Emulator throughput, as `name: value` lines measured against baselines taken in the same run.
 
-pm4_packets_per_s_<mix>: PM4 packets executed per second (NOP, WRITE_DATA, RELEASE_MEM and a mix).
+pm4_packets_per_s_<mix>: PM4 packets executed per second (NOP, WRITE_DATA, RELEASE_MEM and a mix), CPU time of
+  this process (timing.best with time.process_time: a shared machine's waits for a core are not counted).
 sdma_copy_vs_numpy_<size>: SDMA COPY_LINEAR throughput divided by a plain numpy copy of the same size
 (numpy copying between the same two buffers).
 Targets (issue 2): >= 200k PM4 packets/s; SDMA copy >= 0.5x numpy at >= 1 MiB.
@@ -20,6 +21,9 @@ runaway_bound_s_<kind>_<pm4|aql>: submit -> the queue's `runaway` fault at max_k
   runaway_bound_s_self_chaining_ib_<pm4|aql>: the same for an IB that chains to itself (max_packets_per_run).
 sdma_copy_interleaved_vs_in_order_64MiB: a 64 MiB COPY_LINEAR under round_robin (a scheduler turn per 4 KiB chunk,
   beside an idle compute queue) divided by the in-order default (one memmove): what interleaving chunks costs.
+
+`--only pm4,sdma` runs just those parts (names: PARTS); `--against REV` runs REV's and this tree's, interleaved,
+and prints new/baseline ratios (bench/ab.py).
 """
 from __future__ import annotations
 
@@ -30,7 +34,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from ab import PACKAGE_ROOT, main_or_against  # noqa: E402
+sys.path.insert(0, PACKAGE_ROOT)
 from timing import best  # noqa: E402
 from tests.async_kernels import SPIN_IR, counting_poll_ir, loop_ir  # noqa: E402  (the kernels the tests run)
 
@@ -160,59 +165,82 @@ def pm4_rate(gpu: EmulatedGPU, packets: list[list[int]], batches: int = 20) -> f
     def run():
         for _ in range(batches):
             q.submit(batch)
-    seconds = best(run, 3)
+    seconds = best(run, 5, time.process_time)  # single-threaded: CPU time (see timing.best)
     return len(packets) * batches / seconds
 
 
 def sdma_vs_numpy(gpu: EmulatedGPU, size: int) -> float:
+    """A plain numpy copy's time over an SDMA copy's (one submission, executed at once), per copy. Small copies are
+    timed in batches (k copies per sample: one CPU-clock read costs about what a 4 KiB memmove does)."""
     src, dst = gpu.alloc(size), gpu.alloc(size)
     src.view[:] = np.arange(size, dtype=np.uint64).astype(np.uint8)
     q = gpu.sdma_queue()
     limit = gpu.target.sdma_copy_max
     cmds = [d for off in range(0, size, limit) for d in sdma.copy_linear(dst.va + off, src.va + off,
                                                                           min(limit, size - off))]
-    repeat = max(5, min(400, (256 << 20) // size))
-    t_sdma = best(lambda: q.submit(cmds), repeat)
+    raw = np.array(cmds, dtype=np.uint32).tobytes()
+    k = max(1, min(256, (1 << 20) // size))
+    repeat = max(5, min(100, (256 << 20) // (size * k)))
+    def copies():
+        for _ in range(k):
+            q.submit(raw)
+    t_sdma = best(copies, repeat, time.process_time) / k  # single-threaded: CPU time
     assert np.array_equal(dst.view, src.view)
     # the baseline copies the same bytes between the same two buffers: the ratio is the emulator's overhead
     # (submit, decode, checks), not a difference between kinds of host memory
-    t_numpy = best(lambda: np.copyto(dst.view, src.view), repeat)
+    d, s = dst.view, src.view
+    def numpy_copies():
+        for _ in range(k):
+            np.copyto(d, s)
+    t_numpy = best(numpy_copies, repeat, time.process_time) / k
     gpu.free(src), gpu.free(dst)
     return t_numpy / t_sdma
 
 
-def main() -> None:
-    with EmulatedGPU(target="gfx1100", seed=0, trace_limit=1000) as gpu:
-        sig = gpu.alloc(4096)
-        n = 2000
-        mixes = {
-            "nop": [pm4.nop(2)] * n,
-            "write_data": [pm4.write_data(sig.va + 8 * (i % 64), [i]) for i in range(n)],
-            "release_mem": [pm4.release_mem(sig.va + 8 * (i % 64), i, data_sel=1) for i in range(n)],
-        }
-        mixes["mixed"] = [p for i in range(n // 3) for p in (mixes["nop"][i], mixes["write_data"][i],
-                                                             mixes["release_mem"][i])]
-        for name, packets in mixes.items():
-            print(f"pm4_packets_per_s_{name}: {pm4_rate(gpu, packets):.0f}")
-    for label, size in (("4KiB", 4 << 10), ("1MiB", 1 << 20), ("64MiB", 64 << 20)):
+PARTS = ("pm4", "sdma", "issue", "stream", "livelock", "sdma_interleaved", "stuck", "runaway")
+
+
+def main(argv: list[str]) -> None:
+    parts = argv[argv.index("--only") + 1].split(",") if "--only" in argv else PARTS
+    if "pm4" in parts:
         with EmulatedGPU(target="gfx1100", seed=0, trace_limit=1000) as gpu:
-            print(f"sdma_copy_vs_numpy_{label}: {sdma_vs_numpy(gpu, size):.2f}")
-    rate, bound = issue_steps_per_s()
-    print(f"kernel_issue_steps_per_s_one_wave: {rate:.0f}")
-    print(f"runaway_bound_steps: {bound}")
-    print(f"runaway_bound_s: {bound / rate:.1f}")
-    base = min(kernel_stream_seconds("run_to_block") for _ in range(2))
-    print(f"kernel_stream_s_run_to_block: {base:.3f}")
-    for policy in ("round_robin", "random"):
-        print(f"interleaving_cost_{policy}: {kernel_stream_seconds(policy) / base:.2f}")
-    print(f"livelock_report_s: {livelock_report_seconds():.3f}")
-    print(f"livelock_report_s_atomic_poll: {livelock_report_seconds(ATOMIC_SPIN_IR):.3f}")
-    print(f"sdma_copy_interleaved_vs_in_order_64MiB: {sdma_interleaved_vs_in_order():.2f}")
-    for queue, aql in (("pm4", False), ("aql", True)):
-        for kind, ir, name in (("self_branch", FOREVER_IR, "forever"), ("counting_poll", COUNTING_SPIN_IR, "counting_poll")):
-            seconds, how = stuck_kernel_seconds(ir, name, aql)
-            print(f"livelock_report_s_{kind}_{queue}: {seconds:.3f}" + ("" if how == "livelock" else f"  # {how}"))
-    if "--quick" in sys.argv:  # the runaway bounds take minutes
+            sig = gpu.alloc(4096)
+            n = 2000
+            mixes = {
+                "nop": [pm4.nop(2)] * n,
+                "write_data": [pm4.write_data(sig.va + 8 * (i % 64), [i]) for i in range(n)],
+                "release_mem": [pm4.release_mem(sig.va + 8 * (i % 64), i, data_sel=1) for i in range(n)],
+            }
+            mixes["mixed"] = [p for i in range(n // 3) for p in (mixes["nop"][i], mixes["write_data"][i],
+                                                                 mixes["release_mem"][i])]
+            for name, packets in mixes.items():
+                print(f"pm4_packets_per_s_{name}: {pm4_rate(gpu, packets):.0f}")
+    if "sdma" in parts:
+        for label, size in (("4KiB", 4 << 10), ("1MiB", 1 << 20), ("64MiB", 64 << 20)):
+            with EmulatedGPU(target="gfx1100", seed=0, trace_limit=1000) as gpu:
+                print(f"sdma_copy_vs_numpy_{label}: {sdma_vs_numpy(gpu, size):.3f}")
+    if "issue" in parts:
+        rate, bound = issue_steps_per_s()
+        print(f"kernel_issue_steps_per_s_one_wave: {rate:.0f}")
+        print(f"runaway_bound_steps: {bound}")
+        print(f"runaway_bound_s: {bound / rate:.1f}")
+    if "stream" in parts:
+        base = min(kernel_stream_seconds("run_to_block") for _ in range(2))
+        print(f"kernel_stream_s_run_to_block: {base:.3f}")
+        for policy in ("round_robin", "random"):
+            print(f"interleaving_cost_{policy}: {kernel_stream_seconds(policy) / base:.2f}")
+    if "livelock" in parts:
+        print(f"livelock_report_s: {livelock_report_seconds():.3f}")
+        print(f"livelock_report_s_atomic_poll: {livelock_report_seconds(ATOMIC_SPIN_IR):.3f}")
+    if "sdma_interleaved" in parts:
+        print(f"sdma_copy_interleaved_vs_in_order_64MiB: {sdma_interleaved_vs_in_order():.2f}")
+    if "stuck" in parts:
+        for queue, aql in (("pm4", False), ("aql", True)):
+            for kind, ir, name in (("self_branch", FOREVER_IR, "forever"),
+                                   ("counting_poll", COUNTING_SPIN_IR, "counting_poll")):
+                seconds, how = stuck_kernel_seconds(ir, name, aql)
+                print(f"livelock_report_s_{kind}_{queue}: {seconds:.3f}" + ("" if how == "livelock" else f"  # {how}"))
+    if "--quick" in argv or "runaway" not in parts:  # the runaway bounds take minutes
         return
     for queue, aql in (("pm4", False), ("aql", True)):
         print(f"runaway_bound_s_self_chaining_ib_{queue}: {self_chaining_ib_seconds(aql):.2f}")
@@ -223,4 +251,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main_or_against("bench/emulator.py", main)

@@ -10,7 +10,7 @@ the next dword (a 64-bit address split over two dwords is `Field("addr", 2, 63, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 from .errors import DecodeError
 
@@ -82,14 +82,14 @@ class PacketFormat:
         self.fast_decoder = self._compile_decoder([f for f in self.fields if not f.hint or f in self._strict],
                                                   checked=True)
 
-    def _compile_decoder(self, fields, checked: bool):
+    def _compile_decoder(self, fields, checked: bool, payload: bool = True):
         """Generate a decoder from the table: one expression per field, and (checked) the reserved-value tests
         of strict fields inline (decode is the engines' hot path)."""
         items = []
         for f in fields:
             word = f"d[{f.dw}]" if f.hi <= 31 else f"(d[{f.dw}] | d[{f.dw + 1}] << 32)"
             items.append(f"{f.name!r}: ({word} >> {f.lo}) & {f.mask:#x}")
-        if self.payload:
+        if self.payload and payload:
             items.append(f"{self.payload!r}: list(d[{self.payload_dw}:])")
         lines = ["def decode(d):", f"    out = {{{', '.join(items)}}}"]
         scope: dict = {"DecodeError": DecodeError}
@@ -101,6 +101,27 @@ class PacketFormat:
         lines.append("    return out")
         exec(compile("\n".join(lines) + "\n", f"<decoder {self.name}>", "exec"), scope)
         return scope["decode"]
+
+    def control_key(self, names: Iterable[str]) -> Callable[[Sequence[int]], int]:
+        """A function of a packet's dwords keeping only the bits of the fields `names`, as one int (each dword's
+        masked bits at 32 * its index past the first such dword): packets with one key select the same behaviour of a handler that reads
+        only those fields. `key(self.encode(**values))` is the key of given field values."""
+        masks: dict[int, int] = {}
+        for f in (self.by_name[n] for n in names):
+            bits = f.mask << f.lo
+            masks[f.dw] = masks.get(f.dw, 0) | bits & 0xFFFFFFFF
+            if f.hi > 31:
+                masks[f.dw + 1] = masks.get(f.dw + 1, 0) | bits >> 32
+        first = min(masks, default=0)
+        terms = " | ".join(f"(d[{dw}] & {m:#x}) << {32 * (dw - first)}" for dw, m in sorted(masks.items()))
+        return eval(compile(f"lambda d: {terms or 0}", f"<key {self.name}>", "eval"))
+
+    def subset_decoder(self, names: Iterable[str]) -> Callable[[Sequence[int]], dict[str, int]]:
+        """A decoder of only the fields `names` (the payload among them, if named), unchecked: the values a fast
+        path acts on (the caller has already matched the packet's control fields)."""
+        names = list(names)
+        return self._compile_decoder([self.by_name[n] for n in names if n != self.payload], checked=False,
+                                     payload=self.payload in names)
 
     # -- decode ------------------------------------------------------------------------------------
 

@@ -457,30 +457,23 @@ class AddressSpace:
         if len(data):
             self._scatter(addr, bytes(data))
 
-    def _scalar(self, addr: int, size: int, attr: str) -> Mapping | None:
-        """The mapping to index for an aligned access that it fully permits, else None (slow path)."""
-        m = self._last
-        if m is not None and m.start <= addr and addr + size <= m.end and not addr & (size - 1) and getattr(m, attr):
-            return m
-        return None
-
     def read_u32(self, addr: int) -> int:
-        m = self._scalar(addr, 4, "readable")
-        if m is not None:
+        m = self._last  # aligned, inside the last mapping used, permitted: one index (the common case)
+        if m is not None and m.start <= addr and addr + 4 <= m.end and not addr & 3 and m.readable:
             return m.u32[(addr - m.start) >> 2]
         self.check(addr, 4, "read")
         return int.from_bytes(self._gather(addr, 4), "little")
 
     def read_u64(self, addr: int) -> int:
-        m = self._scalar(addr, 8, "readable")
-        if m is not None:
+        m = self._last  # as read_u32
+        if m is not None and m.start <= addr and addr + 8 <= m.end and not addr & 7 and m.readable:
             return m.u64[(addr - m.start) >> 3]
         self.check(addr, 8, "read")
         return int.from_bytes(self._gather(addr, 8), "little")
 
     def write_u32(self, addr: int, value: int) -> None:
-        m = self._scalar(addr, 4, "writable")
-        if m is not None:
+        m = self._last  # as read_u32
+        if m is not None and m.start <= addr and addr + 4 <= m.end and not addr & 3 and m.writable:
             m.u32[(addr - m.start) >> 2] = value & 0xFFFFFFFF
             return
         self.check(addr, 4, "write")
@@ -492,8 +485,8 @@ class AddressSpace:
 
     def write_u64(self, addr: int, value: int) -> None:
         """One 8-byte store (as a 64-bit signal write lands on hardware)."""
-        m = self._scalar(addr, 8, "writable")
-        if m is not None:
+        m = self._last  # as read_u32
+        if m is not None and m.start <= addr and addr + 8 <= m.end and not addr & 7 and m.writable:
             m.u64[(addr - m.start) >> 3] = value & 0xFFFFFFFFFFFFFFFF
             return
         self.check(addr, 8, "write")

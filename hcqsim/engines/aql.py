@@ -90,6 +90,12 @@ class AQLQueue(PM4Queue):
 
     # -- fetch / decode / execute ------------------------------------------------------------------
 
+    def execute_run(self, stream: Stream, budget: int) -> int:
+        if not stream.is_ring:
+            return super().execute_run(stream, budget)  # PM4 inside a vendor packet's IB
+        self.execute(stream)
+        return 1
+
     def execute(self, stream: Stream) -> None:
         if not stream.is_ring:
             return super().execute(stream)  # PM4 inside a vendor packet's IB

@@ -19,6 +19,7 @@ on, and only a later DMA_DATA with CP_SYNC waits for them.
 """
 from __future__ import annotations
 
+import functools
 from array import array
 from collections.abc import Callable
 
@@ -28,7 +29,7 @@ from ..atomics import apply as apply_atomic
 from ..atomics import decode_op as decode_atomic
 from ..coherence import gcr
 from ..compare import COMPARE, EQUAL
-from ..errors import DecodeError, UnsupportedError
+from ..errors import DecodeError, EngineError, UnsupportedError
 from ..pm4 import (COPY_DST, COPY_SRC, COUNT_MAX, DATA_SEL, DMA_DST, DMA_SRC, EVENT_INDEX, EVENT_TYPES, INT_SEL,
                    NOP_ONE_DWORD, OP, OPCODES, RELEASE_DST, TYPE3, TYPE_NAMES, WRITE_DATA_DST, code, codes)
 from ..registers import REG_ADDRESS_MASK, REGS, SH_BASE, SH_END, UCONFIG_BASE, UCONFIG_END, reg_name
@@ -70,6 +71,7 @@ class PM4Queue(EngineQueue):
     engine = "pm4"
     ptr_unit = 4
     max_ib_depth = 2  # IB1 and IB2
+    fast_paths = True  # the common-case paths (`_fast<NAME>`): tests turn them off to compare with the general ones
 
     def __init__(self, gpu, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
         super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
@@ -78,11 +80,16 @@ class PM4Queue(EngineQueue):
         self.regs: dict[int, int] = {}  # this queue's SH register state (absolute dword address -> value)
         self.atomic_return = 0  # pre-op value of the last ATOMIC_MEM, for COPY_DATA SRC_SEL 6
         self.dispatches = 0
+        from ..gpu import _TRACKED as TRACKED  # (import here: the GPU module imports the engines)
         handlers = {OP[name[5:]]: getattr(self, name) for name in dir(self) if name.startswith("_exec")
                     and name[5:] in OP}
-        # the decode table: opcode -> (format, handler, fixed size, dwords the fast decoder needs, fast decoder)
-        self._ops = {op: (fmt, handlers[op], fmt.size, fmt.min_dwords, fmt.fast_decoder)
-                     for op, fmt in self.fmts.items()}
+        # the decode table: opcode -> (format, handler, fixed size, dwords the fast decoder needs, fast decoder,
+        # whether the trace may rewrite its register values, (fast check, its action) or None)
+        fast = {OP[name[5:]]: (getattr(self, name), getattr(self, "_do" + name[5:])) for name in dir(self)
+                if name.startswith("_fast") and name[5:] in OP}
+        self._ops = {op: (fmt, handlers[op], fmt.size, fmt.min_dwords, fmt.fast_decoder, fmt.name in TRACKED,
+                          fast.get(op) if self.fast_paths else None) for op, fmt in self.fmts.items()}
+        self._plain = _plain_shapes(self.family)
         self._packet_cost = gpu.cost.packet
         self.coherence = gpu.coherence  # None: the coherent memory model (no cache work at all)
 
@@ -104,30 +111,81 @@ class PM4Queue(EngineQueue):
     # -- the fetch/decode/execute step -------------------------------------------------------------
 
     def execute(self, stream: Stream) -> None:
-        pos = stream.pos
-        buf, i = stream.window(pos)  # cached ring dwords: a packet is one slice of them on the fast path
-        hdr = buf[i]
-        if hdr >> 30 != TYPE3:
-            raise DecodeError(f"{TYPE_NAMES[hdr >> 30]} packet 0x{hdr:08x} is not accepted on a user compute queue")
-        op = (hdr >> 8) & 0xFF
-        entry = self._ops.get(op)
-        if entry is None:
-            if op in OPCODES:
-                raise UnsupportedError(f"PM4 {OPCODES[op]} (opcode 0x{op:02x}) is not emulated on compute queues")
-            raise DecodeError(f"unknown PM4 opcode 0x{op:02x}")
-        fmt, handler, size, min_dw, decode = entry
-        count = (hdr >> 16) & COUNT_MAX
-        n = 1 if op == _NOP and count == NOP_ONE_DWORD else count + 2
-        if size is not None and n != size:
-            raise DecodeError(f"{fmt.name}: header count {n - 2} makes {n} dwords, the packet is {size}")
-        dws = buf[i:i + n] if i + n <= len(buf) else stream.dwords(pos, n)
-        values = decode(dws) if n >= min_dw else fmt.decode_fast(dws)  # short: the descriptive error
-        if hdr & 1:
-            raise UnsupportedError(f"{fmt.name}: predicated packets (SET_PREDICATION state) are not emulated")
-        self.gpu.trace_packet(self, stream, pos, fmt, dws)
-        self.gpu.clock += self._packet_cost
-        stream.pos = pos + 4 * n
-        handler(stream, pos, values)
+        self.execute_run(stream, 1)
+
+    def execute_run(self, stream: Stream, budget: int) -> int:
+        """Execute up to `budget` packets of `stream` in one loop (the engine's per-packet cost is this loop): it
+        stops after a packet that changes what runs next -- a wait, a transfer, another stream, a launched
+        dispatch -- and at the stream's end. Returns the packets executed. A packet's errors (DecodeError, ...)
+        carry its place as `at`."""
+        gpu, ops, cost, stack = self.gpu, self._ops, self._packet_cost, self.stack
+        trace, name, place = gpu.trace.append, self.name, stream.place
+        done, pos = 0, stream.pos
+        try:
+            while True:
+                buf, i = stream.window(pos)  # cached ring dwords: a packet is one slice of them on the fast path
+                hdr = buf[i]
+                if hdr >> 30 != TYPE3:
+                    raise DecodeError(f"{TYPE_NAMES[hdr >> 30]} packet 0x{hdr:08x} is not accepted on a user compute "
+                                      f"queue")
+                op = (hdr >> 8) & 0xFF
+                entry = ops.get(op)
+                if entry is None:
+                    if op in OPCODES:
+                        raise UnsupportedError(f"PM4 {OPCODES[op]} (opcode 0x{op:02x}) is not emulated on compute "
+                                               f"queues")
+                    raise DecodeError(f"unknown PM4 opcode 0x{op:02x}")
+                fmt, handler, size, min_dw, decode, tracked, fast = entry
+                count = (hdr >> 16) & COUNT_MAX
+                n = 1 if op == _NOP and count == NOP_ONE_DWORD else count + 2
+                if size is not None and n != size:
+                    raise DecodeError(f"{fmt.name}: header count {n - 2} makes {n} dwords, the packet is {size}")
+                dws = buf[i:i + n] if i + n <= len(buf) else stream.dwords(pos, n)
+                if fast is not None and n >= min_dw and not hdr & 1 and (values := fast[0](dws)) is not None:
+                    handler = fast[1]  # a plain shape: the fields it acts on, no checks left to make
+                else:
+                    values = decode(dws) if n >= min_dw else fmt.decode_fast(dws)  # short: the descriptive error
+                    if hdr & 1:
+                        raise UnsupportedError(f"{fmt.name}: predicated packets (SET_PREDICATION state) are not "
+                                               f"emulated")
+                if tracked:  # register writes a displaced VA window's trace may rewrite
+                    gpu.trace_packet(self, stream, pos, fmt, dws)
+                else:  # what gpu.trace_packet records for every other packet
+                    trace((gpu.clock, name, "packet", (place, pos, fmt, dws, None)))
+                gpu.clock += cost
+                stream.pos = pos + 4 * n
+                handler(stream, pos, values)
+                done += 1
+                pos = stream.pos
+                if done >= budget or pos >= stream.end or self.wait is not None or self.transfer is not None \
+                        or self.yield_turn or stack[-1] is not stream:
+                    return done
+        except EngineError as e:
+            e.at = (stream, pos)  # where the fault report points
+            raise
+
+    # -- the common cases ----------------------------------------------------------------------------
+    # A packet whose control fields select a plain behaviour skips the general decode and checks: `_fast<NAME>(dws)`
+    # returns the few fields its `_do<NAME>` acts on, or None (the general path). The plain shapes are the control
+    # values the general handler accepts (`_plain_shapes`, decided by the same code); the action is the one the
+    # general handler ends in. tests/test_pm4_fast_paths.py runs both paths on the same packets. (WRITE_DATA had
+    # one too: no faster than its general path, measured, so removed.)
+
+    def _fastNOP(self, d):
+        return _NO_FIELDS
+
+    def _doNOP(self, stream, pos, v):
+        pass
+
+    def _fastRELEASE_MEM(self, d):
+        """A data write with nothing queued before it acts now (what `at_end_of_pipe` would do)."""
+        plain = self._plain["RELEASE_MEM"]
+        if self.coherence is not None or self.inflight or self.eop_events or plain.key(d) not in plain.shapes:
+            return None
+        return plain.fields(d)
+
+    def _doRELEASE_MEM(self, stream, pos, v):
+        self._release(v)
 
     # -- packets -----------------------------------------------------------------------------------
 
@@ -253,32 +311,22 @@ class PM4Queue(EngineQueue):
             self.write_register(first + i, value)
 
     def _execRELEASE_MEM(self, stream, pos, v):
-        etype, index = v["event_type"], v["event_index"]
-        if index not in _RELEASE_INDEXES:
-            raise DecodeError(f"RELEASE_MEM EVENT_INDEX {index}: must be 5 (END_OF_PIPE) or 6 (SHADER_DONE)")
-        if etype not in pm4.END_OF_PIPE_EVENTS:
-            raise UnsupportedError(f"RELEASE_MEM event {EVENT_TYPES.get(etype, hex(etype))} is not an end-of-pipe "
-                                   f"event hcqsim emulates")
-        if v["dst_sel"] not in _RELEASE_TO_MEMORY:
-            raise UnsupportedError(f"RELEASE_MEM DST_SEL {RELEASE_DST[v['dst_sel']]} is not emulated")
         data_sel, int_sel = v["data_sel"], v["int_sel"]
-        if int_sel == _INT_ONLY and data_sel != _DATA_NONE:
-            raise DecodeError("RELEASE_MEM INT_SEL INT_ONLY requires DATA_SEL NONE")
-        if int_sel in _INT_IF_EQ and data_sel != _DATA_NONE:
-            raise DecodeError("RELEASE_MEM INT_SEL 5/6 compare against memory: DATA_SEL must be NONE")
-        if data_sel not in (_DATA_NONE, _DATA_32, _DATA_64, _DATA_CLOCK):
-            raise UnsupportedError(f"RELEASE_MEM DATA_SEL {DATA_SEL[data_sel]} is not emulated")
+        error = _release_error(v["event_type"], v["event_index"], v["dst_sel"], data_sel, int_sel)
+        if error is not None:
+            raise error
         if data_sel != _DATA_NONE or int_sel in _INT_IF_EQ:  # a bad address faults this packet, not a later one
             width = 4 if data_sel == _DATA_32 else 8 if data_sel != _DATA_NONE else _INT_IF_EQ[int_sel]
             self.gpu.memory.check(v["addr"] & ~(width - 1), width, "write" if data_sel != _DATA_NONE else "read")
         if self.coherence is not None:  # the cache bits are hints on the fast path: the whole packet, decoded
             v = {**self._full(stream, pos), "where": self._where(stream, pos, "RELEASE_MEM")}
         # queued as an end-of-pipe event: it acts once every earlier dispatch finished; later packets go on
-        self.at_end_of_pipe(lambda: self._release(v, data_sel, int_sel))
+        self.at_end_of_pipe(lambda: self._release(v))
 
-    def _release(self, v: dict, data_sel: int, int_sel: int) -> None:
+    def _release(self, v: dict) -> None:
         """What a RELEASE_MEM does at end of pipe: the cache actions, the data write, then the interrupt."""
         mem = self.gpu.memory
+        data_sel, int_sel = v["data_sel"], v["int_sel"]
         store = self._modelled_release(v, data_sel, int_sel) if self.coherence is not None else self._plain_store
         if data_sel == _DATA_32:
             addr = v["addr"] & ~3
@@ -511,6 +559,49 @@ class PM4Queue(EngineQueue):
         if UCONFIG_BASE <= reg < UCONFIG_END:
             return self.gpu.uconfig.get(reg, 0)
         raise UnsupportedError(f"read of {reg_name(reg)} (0x{reg:x}): only SH and UCONFIG registers are modelled")
+
+
+class _Plain:
+    """The plain shapes of one packet: `key(dws)` keeps its control bits, `shapes` the keys of the plain behaviour,
+    `fields(dws)` decodes what the action reads."""
+
+    def __init__(self, fmt, control: tuple[str, ...], accepted: list[dict], fields: tuple[str, ...]):
+        self.key = fmt.control_key(control)
+        self.shapes = frozenset(self.key(fmt.encode(**values)) for values in accepted)
+        self.fields = fmt.subset_decoder(fields)
+
+
+@functools.lru_cache(maxsize=None)
+def _plain_shapes(family: str) -> dict[str, _Plain]:
+    fmts = {f.name: f for f in pm4.formats(family).values()}
+    release = [dict(event_type=e, event_index=i, dst_sel=dst, data_sel=data, int_sel=irq)
+               for e in pm4.END_OF_PIPE_EVENTS for i in _RELEASE_INDEXES for dst in _RELEASE_TO_MEMORY
+               for data in (_DATA_32, _DATA_64, _DATA_CLOCK) for irq in INT_SEL if irq not in _INT_IF_EQ
+               and _release_error(e, i, dst, data, irq) is None]
+    return {"RELEASE_MEM": _Plain(fmts["RELEASE_MEM"], ("event_type", "event_index", "dst_sel", "data_sel", "int_sel"),
+                                  release, ("addr", "data", "int_ctxid", "data_sel", "int_sel"))}
+
+
+_NO_FIELDS: dict = {}
+
+
+def _release_error(etype: int, index: int, dst_sel: int, data_sel: int, int_sel: int) -> EngineError | None:
+    """Why RELEASE_MEM with these control fields is refused (the error to raise), or None. The general handler
+    and the plain shapes of the fast path (`_RELEASE_PLAIN`) are both decided here."""
+    if index not in _RELEASE_INDEXES:
+        return DecodeError(f"RELEASE_MEM EVENT_INDEX {index}: must be 5 (END_OF_PIPE) or 6 (SHADER_DONE)")
+    if etype not in pm4.END_OF_PIPE_EVENTS:
+        return UnsupportedError(f"RELEASE_MEM event {EVENT_TYPES.get(etype, hex(etype))} is not an end-of-pipe "
+                                f"event hcqsim emulates")
+    if dst_sel not in _RELEASE_TO_MEMORY:
+        return UnsupportedError(f"RELEASE_MEM DST_SEL {RELEASE_DST[dst_sel]} is not emulated")
+    if int_sel == _INT_ONLY and data_sel != _DATA_NONE:
+        return DecodeError("RELEASE_MEM INT_SEL INT_ONLY requires DATA_SEL NONE")
+    if int_sel in _INT_IF_EQ and data_sel != _DATA_NONE:
+        return DecodeError("RELEASE_MEM INT_SEL 5/6 compare against memory: DATA_SEL must be NONE")
+    if data_sel not in (_DATA_NONE, _DATA_32, _DATA_64, _DATA_CLOCK):
+        return UnsupportedError(f"RELEASE_MEM DATA_SEL {DATA_SEL[data_sel]} is not emulated")
+    return None
 
 
 def _waves_of(d) -> int:

@@ -334,7 +334,7 @@ class EngineQueue:
         out of work. Returns the count of units."""
         done = chunks = 0
         stack = self.stack
-        execute = self.execute
+        execute_run = self.execute_run
         stream, pos = stack[-1], stack[-1].pos
         try:
             while done < budget:
@@ -365,13 +365,12 @@ class EngineQueue:
                         break
                     stack.pop()
                     continue
-                execute(stream)
-                done += 1
+                done += execute_run(stream, budget - done)
                 if self.yield_turn:  # a dispatch was launched: the scheduler decides what runs next
                     self.yield_turn = False
                     break
-        except EngineError:
-            self.current = (stream, pos)  # where the fault report points
+        except EngineError as e:
+            self.current = getattr(e, "at", None) or (stream, pos)  # where the fault report points
             raise
         finally:
             self.packets += done - chunks
@@ -392,6 +391,13 @@ class EngineQueue:
 
     def execute(self, stream: Stream) -> None:
         raise NotImplementedError
+
+    def execute_run(self, stream: Stream, budget: int) -> int:
+        """Execute packets of `stream` from its position: at least one, at most `budget`, stopping where the queue's
+        state changes (a wait, a transfer, a pushed stream, a yielded turn). Returns the count. An engine whose
+        per-packet cost matters loops here itself (an error then carries the failing packet's place as `at`)."""
+        self.execute(stream)
+        return 1
 
     def stall(self, stream: Stream, pos: int, read: Callable[[], int], func: int, reference: int, mask: int,
               address: int | None, *, retry: bool = False) -> None:
