@@ -257,3 +257,27 @@ def test_the_collector_follows_cpythons_generation_rule():
     assert generation_due((701, 11, 11), t, 249, 1000) == 1
     assert generation_due((701, 11, 11), t, 250, 1000) == 2
     assert generation_due((5000, 11, 11), (0, 10, 10), 250, 1000) is None  # gc.set_threshold(0): off
+
+
+def test_describe_shows_the_gpu_thread_suspended_inside_a_step():
+    """What would have explained the issue-22 wedge at once: code on the GPU thread (there, a client's finalizer)
+    that waits with the system lock released, in the middle of an engine step. A report made meanwhile names it."""
+    system = EmulatedSystem(free_running=True)
+    submit, out, rt = plain_store_queue(system)
+    release, inside = threading.Event(), threading.Event()
+
+    def waits_on_the_gpu_thread(irq):  # an interrupt handler runs inside the step, on the GPU thread
+        if irq.source == "cp_eop":
+            inside.set()
+            with system.cond:
+                while not release.is_set():
+                    system.cond.wait(0.01)  # releases the system lock, as tinygrad's WAIT_EVENTS sleep did
+    system.gpus[0].interrupt_handlers.append(waits_on_the_gpu_thread)
+    submit(pm4.release_mem(out.va, 1, int_sel=2))
+    assert inside.wait(10)
+    text = system.describe()
+    release.set()
+    assert "GPU thread suspended inside an engine step" in text and "waits_on_the_gpu_thread" in text, text
+    wait_for(lambda: system.thread.suspended_in_step() is None)
+    assert "suspended" not in system.describe()
+    system.close()

@@ -30,6 +30,7 @@ import ctypes
 import sys
 import threading
 import time
+import traceback
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -98,6 +99,7 @@ class GpuThread:
         self.error: BaseException | None = None  # the last emulator error a step raised (the thread goes on)
         self.errors = 0  # how many steps raised
         self.worked_at: deque[float] = deque(maxlen=4096)  # perf_counter() after each step that executed something
+        self.in_step = False  # inside the locked part of step() (see suspended_in_step)
         _lower_switch_interval(policy.switch_interval_s)
         COLLECTOR.acquire()  # the client's finalizers must never run on this thread (kfd/collector.py)
         self._thread = threading.Thread(target=self._main, name="hcqsim-gpus", daemon=True)
@@ -116,14 +118,27 @@ class GpuThread:
         with system.lock:
             if self._stop or system.closed:
                 return 0, False
-            driver = system.driver
-            executed = driver.queues.poll_doorbells()
-            executed += sum(d.gpu.step(self.policy.quantum) for d in driver.devices)
+            self.in_step = True
+            try:
+                driver = system.driver
+                executed = driver.queues.poll_doorbells()
+                executed += sum(d.gpu.step(self.policy.quantum) for d in driver.devices)
+            finally:
+                self.in_step = False
             if executed:
                 self.worked_at.append(time.perf_counter())
                 system.cond.notify_all()  # sleepers re-check their conditions (WAIT_EVENTS, the runtime)
             # quiet, or only waves spinning on memory nobody writes: idle until a store
             return executed, bool(executed) and not driver.settled()
+
+    def suspended_in_step(self) -> list[str] | None:
+        """Asked with the system lock held: the thread's innermost frames when it is inside an engine step all the
+        same -- code running on it released the lock in the middle of one (a wait inside a client's finalizer did:
+        the issue-22 wedge) -- else None."""
+        if not self.in_step:
+            return None
+        frame = sys._current_frames().get(self._thread.ident)
+        return traceback.format_stack(frame)[-6:] if frame is not None else []
 
     def _main(self) -> None:
         _fine_timer_slack()

@@ -121,6 +121,11 @@ class EmulatedSystem:
             lines = [f"emulated system ({len(self.gpus)} x {self.target.name}, "
                      f"{'free-running' if self.free_running else 'progress points'}"
                      f"{', closed' if self.closed else ''})"]
+            suspended = self.thread.suspended_in_step() if self.thread is not None else None
+            if suspended is not None:
+                lines.append("  GPU thread suspended inside an engine step (code running on it released the system "
+                             "lock: no doorbell is delivered until it returns); its innermost frames:")
+                lines += [f"    {line.rstrip()}" for chunk in suspended for line in chunk.splitlines()]
             if self.thread is not None and self.thread.error is not None:
                 state = "alive" if self.thread.alive else "stopped"
                 lines.append(f"  GPU thread ({state}): {self.thread.errors} step(s) raised an emulator error, the "
