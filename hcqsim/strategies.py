@@ -1000,8 +1000,16 @@ class Fuzzer:
                 self.runs += 1
                 self.ops += len(case.ops)
         self._drain()
+        if self._idle():  # nothing can read its command buffers any more: the next compile reuses its memory
+            compiled.release()
         self.schedules += 1
         return {n: self.bufs[n].view[:size].tobytes() for n in all_buffer_names(case.devices)}
+
+    def _idle(self) -> bool:
+        """No queue of any GPU can still read a compiled schedule's memory: none faulted, waiting, running kernels or
+        copies, or holding packets it has not executed (a broken schedule may leave one blocked for ever)."""
+        return all(q.fault is None and q.wait is None and not q.inflight and not q.dma.pending and not q.has_work()
+                   for gpu in self.gpus for q in gpu.queues)
 
     def _drain(self) -> None:
         """Let the GPUs finish what the case left running: a broken schedule's run may return before all of its

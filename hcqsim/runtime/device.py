@@ -390,6 +390,22 @@ class Device:
                 self._cached_bytes -= old.alloc_size
                 self._release(old)
 
+    @exclusive
+    def unmap_peers(self, buf: Buffer) -> None:
+        """Undo `map_to` of an allocation of this device: it stays mapped on this device's GPU only."""
+        self._check_open()
+        expect(buf, Buffer, "unmap_peers: buf")
+        root = buf.allocation
+        if root.device is not self:
+            raise ValueError(f"unmap_peers of {buf!r} on {self.label}: it was allocated on {root.device.label}")
+        peers = sorted(root.mapped_on - {self.gpu_id})
+        if not peers:
+            return
+        arr = (ctypes.c_uint32 * len(peers))(*peers)
+        self.process.ioctl(K.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, K.UnmapMemoryFromGpuArgs(
+            handle=root.handle, device_ids_array_ptr=ctypes.addressof(arr), n_devices=len(peers)))
+        root.mapped_on.difference_update(peers)
+
     def _release(self, buf: Buffer, quarantine: str | None = None) -> None:
         """Unmap from every GPU first: the driver refuses to free a BO that is still mapped (EBUSY).
         `quarantine` (the sanitizer; what the memory was): keep the VA reserved but inaccessible for a while,

@@ -167,6 +167,7 @@ class CompiledSchedule:
         self._bound: dict[int, Any] = {}  # id(allocation) -> the buffer this run binds in its place
         self._first_values: dict = {}
         self.runs = 0
+        self.released = False
 
     # -- state memory: schedule signals and timestamps ---------------------------------------------
 
@@ -502,6 +503,8 @@ class CompiledSchedule:
         """Launch once: patch, reset the schedule's signals, ring every queue. Host operations run here, in
         order, so with any this returns after the last. Returns (signal, value) that marks completion: device
         0's timeline. `buffers` rebinds buffers (name -> Buffer, or (old, new) pairs), `params` parameters."""
+        if self.released:
+            raise ValueError("this compiled schedule was released (its command buffers are freed); compile again")
         self.wait_idle()
         values = self._bind(buffers, params)
         variant = self._variant(profile)
@@ -606,6 +609,20 @@ class CompiledSchedule:
             self.last_profile = collect(self)
             return self.last_profile
         return None
+
+    def release(self) -> None:
+        """Free the schedule's own memory (signal and timestamp state, kernarg segments, command buffers) for the
+        devices to reuse; the schedule cannot run again. Only once no queue can still read it: every run waited for
+        and every queue it ran on idle (a queue still blocked inside a command buffer would read reused memory).
+        Peer mappings are undone first, so reused memory is mapped only where its next user maps it."""
+        if self.released:
+            return
+        self.released = True
+        own = list(self._state.values()) + list(self._kernarg_bufs.values())
+        own += [b for v in self._variants.values() for b in v.buffers.values()]
+        for buf in own:
+            buf.device.unmap_peers(buf)
+            buf.device.free(buf)
 
     # -- inspection ------------------------------------------------------------------------------------
 
