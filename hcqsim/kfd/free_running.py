@@ -88,6 +88,13 @@ def _fine_timer_slack() -> None:
         pass
 
 
+def _idle(gpu) -> bool:
+    """No queue of `gpu` can change anything without a doorbell store or a driver call: each faulted or destroyed,
+    or with no wait to re-check (a WAIT_REG_MEM polls host memory), no kernel or copy running, no packet left."""
+    return all(not q.active or (q.wait is None and not q.inflight and not q.dma.pending and not q.has_work())
+               for q in gpu.queues)
+
+
 class GpuThread:
     """The background thread of one free-running system."""
 
@@ -95,6 +102,9 @@ class GpuThread:
         self.system, self.policy = system, policy
         self._stop = self._closed = False
         self._kick = False  # a driver call announced possible work: restart the low-latency phase
+        # every queue idle after the last full step (nothing waiting on memory, running, or left to execute), and no
+        # driver call since: then only a doorbell store can make work, and a step looks at the doorbells alone
+        self._quiet = False
         self.steps = 0  # engine steps that executed something (for tests and benchmarks)
         self.error: BaseException | None = None  # the last emulator error a step raised (the thread goes on)
         self.errors = 0  # how many steps raised
@@ -109,6 +119,7 @@ class GpuThread:
         """Possible new work (called with the system lock held or not)."""
         with self.system.cond:
             self._kick = True
+            self._quiet = False  # a driver call may have changed queues or events: the next step looks in full
             self.system.cond.notify_all()
 
     def step(self) -> tuple[int, bool]:
@@ -118,9 +129,11 @@ class GpuThread:
         with system.lock:
             if self._stop or system.closed:
                 return 0, False
+            driver = system.driver
+            if self._quiet and not driver.queues.doorbells_pending():
+                return 0, False  # every queue idle, no driver call, no doorbell store: a full step finds nothing
             self.in_step = True
             try:
-                driver = system.driver
                 executed = driver.queues.poll_doorbells()
                 executed += sum(d.gpu.step(self.policy.quantum) for d in driver.devices)
             finally:
@@ -129,7 +142,9 @@ class GpuThread:
                 self.worked_at.append(time.perf_counter())
                 system.cond.notify_all()  # sleepers re-check their conditions (WAIT_EVENTS, the runtime)
             # quiet, or only waves spinning on memory nobody writes: idle until a store
-            return executed, bool(executed) and not driver.settled()
+            busy = bool(executed) and not driver.settled()
+            self._quiet = not busy and all(_idle(d.gpu) for d in driver.devices)
+            return executed, busy
 
     def suspended_in_step(self) -> list[str] | None:
         """Asked with the system lock held: the thread's innermost frames when it is inside an engine step all the

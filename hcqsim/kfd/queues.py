@@ -369,6 +369,22 @@ class ProcessQueues:
                 rung += 1
         return rung
 
+    def doorbells_pending(self) -> bool:
+        """Whether `poll_doorbells` would deliver a store now (its tests; nothing delivered or revalidated): the
+        free-running thread's cheap look while every queue is idle."""
+        on = self.driver.memory.on
+        for rec in self.records.values():
+            base = on[rec.device.index].doorbell_va
+            if base is None or not rec.queue.active:
+                continue
+            if rec.slot is None or rec.slot_base != base:  # no view of the slot yet: poll_doorbells makes it
+                return True
+            if rec.slot.value != (rec.last_doorbell or 0):
+                return True
+            if rec.qtype == k.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL and self._aql_wptr_moved(rec):
+                return True
+        return False
+
     @staticmethod
     def _aql_wptr_moved(rec: QueueRecord) -> bool:
         q = rec.queue
