@@ -8,6 +8,7 @@ engine, stores the write pointer and rings the doorbell, all through the OS boun
 from __future__ import annotations
 
 import ctypes
+import functools
 import struct
 from collections import deque
 from typing import TYPE_CHECKING, Union
@@ -109,6 +110,11 @@ class HWQueue:
         return len(self.packets)
 
 
+# the cache actions of an end-of-pipe release, per family (ComputeQueue._release)
+_RELEASE_CACHE = {"gfx11": dict(gcr_seq=1, gl2_wb=1, gl2_inv=1, gl1_inv=1, glv_inv=1, glm_wb=1, glm_inv=1, cache_policy=3),
+                  "gfx9": dict(tc_wb_action_ena=1, tc_nc_action_ena=1)}
+
+
 class ComputeQueue(HWQueue):
     """PM4 packets for a compute (MEC) queue."""
 
@@ -120,12 +126,9 @@ class ComputeQueue(HWQueue):
 
     def _release(self, addr: int, data: int, data_sel: int, int_sel: int = 0, ctxid: int = 0) -> list[int]:
         # End-of-pipe release with write-back so the CPU and other engines see prior writes (facts 6.2).
-        if self._family == "gfx11":
-            cache = dict(gcr_seq=1, gl2_wb=1, gl2_inv=1, gl1_inv=1, glv_inv=1, glm_wb=1, glm_inv=1, cache_policy=3)
-        else:
-            cache = dict(tc_wb_action_ena=1, tc_nc_action_ena=1)
-        return pm4.release_mem(addr, data, data_sel=data_sel, int_sel=int_sel, ctxid=ctxid, family=self._family,
-                               **cache)
+        family = self.device.family
+        return pm4.release_mem(addr, data, data_sel=data_sel, int_sel=int_sel, ctxid=ctxid, family=family,
+                               **_RELEASE_CACHE["gfx11" if family == "gfx11" else "gfx9"])
 
     def wait(self, signal: Signal, value: int) -> "ComputeQueue":
         return self._add(pm4.wait_reg_mem(self._sig(signal).value_addr, _check_value(value), function=5))
@@ -295,11 +298,16 @@ class CopyQueue(HWQueue):
 def full_acquire(family: str) -> list[int]:
     """The full cache acquire (facts 6.3): amdgpu's emit_mem_sync 0xC3B1 on gfx11 (every GPU cache invalidated, GL2
     and its metadata written back), ICACHE|KCACHE|TC|TCL1|TC_WB on gfx9."""
+    return list(_full_acquire(family))
+
+
+@functools.lru_cache(maxsize=None)
+def _full_acquire(family: str) -> tuple[int, ...]:  # the same dwords every time: built once per family
     if family == "gfx11":
-        return pm4.acquire_mem("gfx11", gli_inv=1, glm_wb=1, glm_inv=1, glk_inv=1, glv_inv=1, gl1_inv=1, gl2_inv=1,
-                               gl2_wb=1)
-    return pm4.acquire_mem("gfx9", sh_icache_action_ena=1, sh_kcache_action_ena=1, tc_action_ena=1,
-                           tcl1_action_ena=1, tc_wb_action_ena=1)
+        return tuple(pm4.acquire_mem("gfx11", gli_inv=1, glm_wb=1, glm_inv=1, glk_inv=1, glv_inv=1, gl1_inv=1,
+                                     gl2_inv=1, gl2_wb=1))
+    return tuple(pm4.acquire_mem("gfx9", sh_icache_action_ena=1, sh_kcache_action_ena=1, tc_action_ena=1,
+                                 tcl1_action_ena=1, tc_wb_action_ena=1))
 
 
 def sdma_cache_sync(version: str) -> list[list[int]]:
@@ -313,10 +321,15 @@ def submission_sync(engine: str, family: str, version: str) -> list[list[int]]:
     other agents wrote before the host submitted -- the host itself through the BAR (HDP-flushed at the doorbell),
     SDMA 4 around L2, another queue -- is seen by this submission's work, whoever wrote it and whatever the caches
     of this GPU still hold from earlier work."""
+    return [list(p) for p in _submission_sync(engine, family, version)]
+
+
+@functools.lru_cache(maxsize=None)
+def _submission_sync(engine: str, family: str, version: str) -> tuple[tuple[int, ...], ...]:  # built once
     if engine == "compute":
-        return [full_acquire(family)]
+        return (_full_acquire(family),)
     # one 8-dword chunk, so what follows keeps its ring alignment (an SDMA INDIRECT must end on 8 dwords, 5.2)
-    return [p + sdma.nop(8 - len(p), version) for p in sdma_cache_sync(version)]
+    return tuple(tuple(p + sdma.nop(8 - len(p), version)) for p in sdma_cache_sync(version))
 
 
 def hdp_flush_registers_of(target: str) -> tuple[int, int]:
@@ -327,9 +340,14 @@ def hdp_flush_registers_of(target: str) -> tuple[int, int]:
 def hdp_flush_packet(target: str) -> list[int]:
     """The HDP flush from a PM4 ring (facts 6.4): WAIT_REG_MEM write-then-wait on the NBIO request/done registers,
     with tinygrad's reference = mask = all clients (no need to know which MEC pipe the queue is on)."""
+    return list(_hdp_flush_packet(target))
+
+
+@functools.lru_cache(maxsize=None)
+def _hdp_flush_packet(target: str) -> tuple[int, ...]:  # the same dwords every time: built once per target
     req, done = hdp_flush_registers_of(target)
-    return pm4.wait_reg_mem(done << 32 | req, 0xFFFFFFFF, mask=0xFFFFFFFF, function=5, mem_space=0, operation=1,
-                            poll_interval=4)
+    return tuple(pm4.wait_reg_mem(done << 32 | req, 0xFFFFFFFF, mask=0xFFFFFFFF, function=5, mem_space=0,
+                                  operation=1, poll_interval=4))
 
 
 def check_usable_signal(signal: Signal, device: "Device", what: str) -> None:
