@@ -5,7 +5,8 @@ polled address and its value) after a bounded number of issue steps -- while a k
 atomics or stores change memory, its registers count) is never reported.
 
 How: while a dispatch is watched for spins, every wave store compares the bytes before and after
-(shader.lanemem); only a store that changed memory counts as a write that makes a repeated wave state not a spin.
+(shader.lanemem; with the memory model on, every copy the store writes: shader.cached); only a store that changed
+memory counts as a write that makes a repeated wave state not a spin.
 """
 from __future__ import annotations
 
@@ -74,7 +75,10 @@ def launch_until_livelock(device, prog, *bound):
     """Launch `prog`(flag, out, *bound) (64 work-items, work-item 0 polls) with nobody to release it; the host's
     wait must end in a livelock report naming wave 0 of workgroup 0 and the flag. Returns (flag, out, done signal,
     the DeadlockError, issue steps until the report)."""
-    flag, out, done = device.alloc(4096), device.alloc(4096), device.new_signal(0)
+    # the flag the host stores to while the kernel polls is coherent system memory, as a correct program's is: a
+    # CPU store into VRAM waits in the HDP and the kernel's polls hit its GL2 copy (HCQSIM_MEMORY_MODEL=report
+    # names both; tests/test_async_dispatch.py launch_spin does the same)
+    flag, out, done = device.alloc(4096, uncached=True), device.alloc(4096), device.new_signal(0)
     core = core_of(device)
     before = core.stats["issue_steps"]
     device.compute_queue().exec(prog, [flag, out, *bound], 64, 64).signal(done, 1).submit()
@@ -192,7 +196,7 @@ def test_a_spin_that_counts_its_tries_is_a_livelock_naming_the_counter(device, k
 @pytest.mark.parametrize("kind", list(COUNTING))
 def test_a_counting_spin_released_by_a_host_store_after_submit_completes(device, kind):
     prog = counting_program(device, kind)
-    flag, out, done = device.alloc(4096), device.alloc(4096), device.new_signal(0)
+    flag, out, done = device.alloc(4096, uncached=True), device.alloc(4096), device.new_signal(0)  # as above
     device.compute_queue().exec(prog, [flag, out, NO_BOUND], 64, 64).signal(done, 1).submit()
     u32(flag)[0] = 3  # submit() returned with the kernel polling: the host releases it
     done.wait(1)
@@ -209,7 +213,7 @@ def test_a_bounded_retry_leaves_at_its_bound_when_counting_spins_are_not_reporte
         core = core_of(dev)
         core.spin_iterations = 128
         prog = counting_program(dev, "tries")
-        flag, out, done = dev.alloc(4096), dev.alloc(4096), dev.new_signal(0)
+        flag, out, done = dev.alloc(4096, uncached=True), dev.alloc(4096), dev.new_signal(0)  # host-set: as above
         q = dev.compute_queue()
         bound = 2048  # more than the quantum before watching starts (< 500 tries) plus 128
         q.exec(prog, [flag, out, bound], 64, 64).signal(done, 1).submit()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..coherence.model import on_slot
+from ..coherence.model import LINE_SHIFT, on_slot
 from . import lanemem
 from .decoder import Instr
 from .operands import Context, advance
@@ -86,14 +86,44 @@ class Lanes:
         writer = self.model.actor((id(dispatch), self.pc, slot), reader, queue)
         self.model.actor_dispatch[writer] = id(dispatch) if dispatch is not None else -1
         _, update, l2 = self._path(slot)  # the writing CU's copies only: the others go stale
+        watch = space.__dict__.get("watch_stores")
         for m, sel in groups:
             st = self.model.state(m)
             offs = (addrs[sel] - np.uint64(m.start)).astype(np.int64)
-            self.model.lanes_store(st, offs, data[sel], update if st.mtype != "uc" else (),
-                                   self.write_back, writer, dispatch, reader, l2)
-        watch = space.__dict__.get("watch_stores")
-        if watch is not None and groups:  # a spin watch (shader.core): with the model on every store counts as a
-            watch[0] += 1  # change (a spin that stores is then not found; never a false livelock)
+            up = update if st.mtype != "uc" else ()
+            if watch is not None and self._changes(st, offs, data[sel], up, l2):
+                watch[0] += 1  # a spin watch (shader.core) counts the stores that changed what anyone can read
+            self.model.lanes_store(st, offs, data[sel], up, self.write_back, writer, dispatch, reader, l2)
+
+    def _changes(self, st, offs: np.ndarray, data: np.ndarray, update: tuple, l2: str) -> bool:
+        """Whether a store would change a byte of a copy it writes (as lanemem.store compares memory before and
+        after): the `update` levels' present lines, the writer's L2 (a missing line: the DRAM bytes it would be
+        filled with), every L2's present copy and DRAM for a write-through store, and DRAM whenever report mode
+        writes it. Equal bytes everywhere it writes: no reader, now or after a write-back, sees a difference, so
+        the store is no progress (a spin that stores the value already there, or an atomic that changes nothing);
+        a dirty bit it sets writes back the same bytes."""
+        B = (offs[:, None] + np.arange(data.shape[1], dtype=np.int64)).ravel()
+        flat = np.ascontiguousarray(data).ravel()
+        lines = B >> LINE_SHIFT
+        for name in update:
+            lv = st.levels.get(name)
+            if lv is not None:
+                present = lv.valid[lines]
+                if not np.array_equal(lv.data[B[present]], flat[present]):
+                    return True
+        model = self.model
+        if self.write_back and st.mtype == "rw":
+            gl2 = st.levels.get(l2)
+            held = gl2.data[B] if gl2 is not None else st.dram[B]
+            if gl2 is not None:
+                held = np.where(gl2.valid[lines], held, st.dram[B])
+            return not np.array_equal(held, flat) or (not model.adversarial
+                                                      and not np.array_equal(st.dram[B], flat))
+        for gl2 in model._l2s(st):
+            present = gl2.valid[lines]
+            if not np.array_equal(gl2.data[B[present]], flat[present]):
+                return True
+        return not np.array_equal(st.dram[B], flat)
 
     check = staticmethod(lanemem.check)
 
