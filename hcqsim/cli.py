@@ -21,6 +21,7 @@ Harness layer: it may import anything (docs/architecture.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
@@ -117,12 +118,16 @@ def cmd_conformance(args) -> int:
         progress.show(i, sc["name"])
         started = time.perf_counter()
         try:
-            effects, _ = suite.runner.run_scenario(sc, args.device, target if kind == "sim" else None, **options)
+            with _memory_records() as left:
+                effects, _ = suite.runner.run_scenario(sc, args.device, target if kind == "sim" else None, **options)
         except Exception as e:  # a scenario that cannot run is a failure of that scenario, not of the command
             errors[sc["name"]] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             log.debug("scenario %s raised", sc["name"], exc_info=True)
             continue
         records[sc["name"]] = effects
+        if left:  # HCQSIM_MEMORY_MODEL=report: a record is a missing flush in the scenario's stream or the runtime
+            diffs.setdefault(sc["name"], []).extend(" / ".join(line.strip() for line in str(r).splitlines()[:4])
+                                                    for r in left)  # "memory model: <kind>, missing <op> / ..."
         if not args.no_reference:
             expected = suite.reference.expected_effects(sc, target)  # the target's documented facts, not the device's
             diffs.setdefault(sc["name"], []).extend(f"reference: {d}" for d in suite.effects.differences(expected, effects))
@@ -157,6 +162,20 @@ def cmd_conformance(args) -> int:
               f"{', AQL' if args.aql else ''}), compared with {against}, in {time.perf_counter() - t0:.1f} s"
               + (f"; effects recorded in {args.record}" if args.record else ""))
     return EXIT_DIFFERENT if failed else 0
+
+
+@contextlib.contextmanager
+def _memory_records():
+    """The memory-model records the machines of one scenario left (those whose model came from
+    HCQSIM_MEMORY_MODEL: hcqsim.coherence.report.SEEN), given back in the list yielded; SEEN keeps them too."""
+    from .coherence.report import SEEN
+    saved, left = SEEN[:], []
+    SEEN.clear()
+    try:
+        yield left
+    finally:
+        left.extend(SEEN)
+        SEEN[:] = saved + left
 
 
 def _row(name: str, errors: dict, diffs: dict) -> tuple[str, str, str]:
