@@ -8,7 +8,8 @@ check_schedules_per_s[...]: the same cases checked again without hypothesis (com
 "classic" is the case shape the issue's 52-94/s baseline measured (6 ops, up to two devices, no replays).
 "+host" rows: the interleaving may also hand the host a turn (`Interleaver.host_turns`): host/GPU orders explored.
 `load:` is the machine's 1-minute load average when a row was measured (the machine may be shared).
-`python3 bench/fuzz.py [examples] [--profile [tottime]]`: --profile prints where a classic schedule's time goes.
+`python3 bench/fuzz.py [examples] [--profile [tottime]]`: --profile prints where a classic schedule's time goes;
+  `--phases`: the same as a table, `fuzz_phase_ms[classic 6 ops, PHASE]: ms per schedule (share)`.
 `python3 bench/fuzz.py --against REV [examples]`: before/after in one session: REV's hcqsim (extracted with git
   archive) and this tree's, interleaved round by round, each round in a fresh process on the same drawn cases
   (check only: compile + run + compare), with the load average beside each; then the ratios (new / baseline) and
@@ -81,6 +82,76 @@ def profile(fz: Fuzzer, examples: int) -> None:
     pr.disable()
     order = "tottime" if "tottime" in sys.argv else "cumulative"
     pstats.Stats(pr).sort_stats(order).print_stats(40)
+
+
+# (label, owner module path, attribute, method): the functions whose exclusive time makes each phase
+PHASES = [("compile: schedule ops (runtime API)", "hcqsim.strategies", "Fuzzer", "_build"),
+          ("compile: plan (hazards, waits)", "hcqsim.runtime.schedule", "Schedule", "compile"),
+          ("compile: command buffers, kernargs, state", "hcqsim.runtime.replay", "CompiledSchedule", "__init__"),
+          ("compile: allocations", "hcqsim.runtime.device", "Device", "alloc"),
+          ("run: prelude submits", "hcqsim.strategies", "Fuzzer", "_prelude"),
+          ("run: launch, submits, host waits", "hcqsim.runtime.replay", "CompiledSchedule", "run"),
+          ("boundary: KFD ioctls", "hcqsim.kfd.process", "KfdDriver", "ioctl"),
+          ("boundary: progress points (doorbell scan, ready scan)", "hcqsim.kfd.process", "KfdDriver", "progress"),
+          ("execution: GPU steps (PM4/SDMA engines, shader core)", "hcqsim.gpu", "EmulatedGPU", "step"),
+          ("trace: recording packets, writes, copies", "hcqsim.gpu", "EmulatedGPU", "trace_packet"),
+          ("trace: recording packets, writes, copies", "hcqsim.gpu", "EmulatedGPU", "trace_write"),
+          ("trace: recording packets, writes, copies", "hcqsim.gpu", "EmulatedGPU", "trace_copy"),
+          ("policy: Interleaver decisions", "hcqsim.strategies", "Interleaver", "choose"),
+          ("check: sequential meaning (numpy)", "hcqsim.strategies", None, "sequential_effects"),
+          ("check: initial memory", "hcqsim.strategies", None, "initial_memory"),
+          ("check: drain, memory setup, compare (Fuzzer.check rest)", "hcqsim.strategies", "Fuzzer", "check")]
+
+
+def phases(examples: int) -> None:
+    """Where a classic schedule's time goes: each phase's exclusive time (its functions' time minus that of the
+    phases they call), per schedule, as `fuzz_phase_ms[...]` lines; device bring-up is the Fuzzer's creation (once
+    per process: examples share the devices)."""
+    import collections
+    import functools
+    import importlib
+    totals, stack = collections.Counter(), []
+
+    def timed(fn, label):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            t0 = time.perf_counter()
+            stack.append(0.0)
+            try:
+                return fn(*a, **k)
+            finally:
+                dt, inner = time.perf_counter() - t0, stack.pop()
+                totals[label] += dt - inner
+                if stack:
+                    stack[-1] += dt
+        return wrapper
+
+    for label, module, owner, name in PHASES:
+        obj = importlib.import_module(module)
+        obj = getattr(obj, owner) if owner else obj
+        setattr(obj, name, timed(getattr(obj, name), label))
+    t0 = time.perf_counter()
+    fz = Fuzzer("gfx1100")
+    bring_up = time.perf_counter() - t0
+    try:
+        fz.host_turns = fz.policy.host_turns = False
+        cases, _ = explore(fz, examples, max_ops=6, min_ops=6, replays=False)
+        totals.clear()
+        t0 = time.perf_counter()
+        for case, choices in cases:
+            try:
+                fz.check(case, choices)
+            except RaceFound:
+                pass
+        wall = time.perf_counter() - t0
+    finally:
+        fz.close()
+    n = len(cases)
+    print(f"fuzz_phase_ms[classic 6 ops, device bring-up, once per process]: {bring_up * 1e3:.1f}")
+    for label, t in sorted(totals.items(), key=lambda kv: -kv[1]):
+        print(f"fuzz_phase_ms[classic 6 ops, {label}]: {t / n * 1e3:.2f}  ({100 * t / wall:.1f}%)")
+    print(f"fuzz_phase_ms[classic 6 ops, total per schedule]: {wall / n * 1e3:.2f}  ({n} schedules, "
+          f"load: {os.getloadavg()[0]:.1f})")
 
 
 CHECK_SHAPES = [("classic 6 ops", dict(max_ops=6, min_ops=6, replays=False), 1, False),
@@ -167,6 +238,9 @@ def main() -> None:
         against(rev, int(args[0]) if args else 60)
         return
     examples = int(args[0]) if args else 150
+    if "--phases" in sys.argv:
+        phases(int(args[0]) if args else 60)
+        return
     fz = Fuzzer("gfx1100")
     try:
         if "--profile" in sys.argv:
