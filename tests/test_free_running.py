@@ -268,13 +268,34 @@ def test_a_client_that_disabled_collection_keeps_it_disabled():
 def test_the_collector_follows_cpythons_generation_rule():
     from hcqsim.kfd.collector import generation_due
     t = (700, 10, 10)
-    assert generation_due((10, 0, 0), t, 0, 0) is None
-    assert generation_due((701, 0, 0), t, 0, 0) == 0
-    assert generation_due((701, 11, 0), t, 0, 0) == 1
-    # a full collection waits until the long-lived objects grew by a quarter; until then generation 1 is collected
-    assert generation_due((701, 11, 11), t, 249, 1000) == 1
-    assert generation_due((701, 11, 11), t, 250, 1000) == 2
-    assert generation_due((5000, 11, 11), (0, 10, 10), 250, 1000) is None  # gc.set_threshold(0): off
+    assert generation_due((10, 0, 0), t, True) is None
+    assert generation_due((701, 0, 0), t, True) == 0
+    assert generation_due((701, 11, 0), t, True) == 1
+    # a full collection too soon after the last one: generation 1 is collected instead
+    assert generation_due((701, 11, 11), t, False) == 1
+    assert generation_due((701, 11, 11), t, True) == 2
+    assert generation_due((5000, 11, 11), (0, 10, 10), True) is None  # gc.set_threshold(0): off
+
+
+def test_the_collector_never_exposes_objects_under_construction():
+    """gc.get_objects() from the collector thread handed out references to tuples the client was still building, so
+    CPython's in-place resize failed in the client (SystemError, tupleobject.c). The collector never calls it."""
+    import gc
+    import inspect
+
+    from hcqsim.kfd import collector
+    calls = []
+    real = gc.get_objects
+    gc.get_objects = lambda *a, **k: calls.append(a) or real(*a, **k)
+    try:
+        system = EmulatedSystem(free_running=True)
+        junk = [[[] for _ in range(1000)] for _ in range(20)]  # collections become due
+        wait_for(lambda: sum(collector.COLLECTOR.collections) > 0)
+        system.close()
+    finally:
+        gc.get_objects = real
+    assert calls == [] and "get_objects(" not in inspect.getsource(collector.Collector), calls
+    del junk
 
 
 def test_describe_shows_the_gpu_thread_suspended_inside_a_step():

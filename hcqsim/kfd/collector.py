@@ -11,9 +11,13 @@ hardware no code of the process runs on the GPU.
 
 So while any free-running system lives, automatic collection is off (`gc.disable()`) and a helper thread,
 "hcqsim-gc", runs the collections CPython's thresholds call for, outside the system lock: a finalizer waiting for
-the GPUs waits there while they run. The thread applies CPython's generational rule (`generation_due`), including
-its check that a full collection waits until the objects promoted to the oldest generation since the last one
-reach a quarter of what it held then, so collections cost what they cost without hcqsim. Thresholds the client
+the GPUs waits there while they run. The thread applies CPython's generational thresholds (`generation_due`); in
+place of CPython's check that a full collection waits for the long-lived objects to grow by a quarter (which
+needs their count: `gc.get_objects` cannot give it safely, see below), a full collection waits until at least
+`FULL_SPACING` times the last one's duration has passed, so full collections take at most ~5% of the time.
+`gc.get_objects` is never called: the list it returns holds references to objects other threads are still
+building, and CPython's in-place tuple resizing then fails (`SystemError: Objects/tupleobject.c: bad argument to
+internal function`, twice in 1250 s of tinygrad's tests when this module counted generations that way). Thresholds the client
 sets (`gc.set_threshold`) are honoured; a client that had collection disabled keeps it so (nothing is collected
 for it); a `gc.enable()` while a system lives is taken back at the next look (it would put collections on the
 GPU thread again) and counted in `Collector.retaken`. The last system's close restores automatic collection.
@@ -24,18 +28,21 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 
 
-def generation_due(count: tuple[int, int, int], threshold: tuple[int, int, int], pending: int,
-                   total: int) -> int | None:
-    """The generation CPython's automatic collection would collect now (gc_collect_generations), or None.
-    `pending`: objects promoted to the oldest generation since its last collection; `total`: what it held then."""
+FULL_SPACING = 20  # a full collection waits this many times the last one's duration after it (<= ~5% of the time)
+
+
+def generation_due(count: tuple[int, int, int], threshold: tuple[int, int, int], full_allowed: bool) -> int | None:
+    """The generation to collect now, CPython's thresholds (gc_collect_generations), or None; the oldest one only
+    when `full_allowed` (else the next younger one due is collected, as CPython does when it skips a full one)."""
     if threshold[0] == 0:  # gc.set_threshold(0): automatic collection off
         return None
     for gen in (2, 1, 0):
         if count[gen] > threshold[gen]:
-            if gen == 2 and pending < total // 4:
-                continue  # a full collection waits for 25% more long-lived objects
+            if gen == 2 and not full_allowed:
+                continue
             return gen
     return None
 
@@ -50,7 +57,7 @@ class Collector:
         self._was_enabled = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.pending = self.total = 0  # CPython's long_lived_pending / long_lived_total, as estimated here
+        self.full_done_at = self.full_took = 0.0  # monotonic end and duration of the last full collection
         self.collections = [0, 0, 0]  # by generation, for tests
         self.retaken = 0  # gc.enable() calls taken back while a system lived
 
@@ -67,7 +74,6 @@ class Collector:
             if not self._was_enabled:
                 return  # the client collects by hand (or not at all): nothing to move
             gc.disable()
-            self.pending, self.total = 0, len(gc.get_objects(2))
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._main, args=(self._stop,), name="hcqsim-gc", daemon=True)
             self._thread.start()
@@ -94,19 +100,17 @@ class Collector:
                 pass
 
     def collect_due(self) -> int | None:
-        """Run the collection that is due, if any; returns its generation. Survivors of a generation-1 collection
-        are promoted to the oldest generation (what CPython adds to long_lived_pending)."""
-        gen = generation_due(gc.get_count(), gc.get_threshold(), self.pending, self.total)
+        """Run the collection that is due, if any; returns its generation."""
+        now = time.monotonic()
+        gen = generation_due(gc.get_count(), gc.get_threshold(),
+                             now - self.full_done_at >= FULL_SPACING * self.full_took)
+        if gen is None:
+            return None
+        gc.collect(gen)
         if gen == 2:
-            gc.collect(2)
-            self.pending, self.total = 0, len(gc.get_objects(2))
-        elif gen == 1:
-            young = len(gc.get_objects(0)) + len(gc.get_objects(1))
-            self.pending += max(0, young - gc.collect(1))
-        elif gen == 0:
-            gc.collect(0)
-        if gen is not None:
-            self.collections[gen] += 1
+            self.full_done_at = time.monotonic()
+            self.full_took = self.full_done_at - now
+        self.collections[gen] += 1
         return gen
 
 
