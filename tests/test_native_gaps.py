@@ -255,7 +255,7 @@ def register(client, cpu: int, size: int, va: int | None = None) -> int:
 def client(request):
     from kfd_client import Client
     with EmulatedSystem(target=request.param, vram_size=1 << 30, free_running=True) as system:
-        c = Client(system.os)
+        c = Client(system.os, hdp_flush=True)  # its kernel code is a CPU store into VRAM (facts 6.4)
         yield c
         c.close()
 

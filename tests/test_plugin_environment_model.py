@@ -39,6 +39,15 @@ def test_environment_leaves_none():
 """
 
 
+@pytest.fixture(autouse=True)
+def inner_records_stay_inner():
+    """The inner runs are in-process: their machines' records stay in SEEN, which this file's own run (under
+    HCQSIM_MEMORY_MODEL) would count against the outer test. They are the inner tests' business."""
+    yield
+    from hcqsim.coherence.report import SEEN
+    SEEN.clear()
+
+
 def run(pytester, monkeypatch, model: str):
     monkeypatch.setenv("HCQSIM_MEMORY_MODEL", model)
     pytester.makepyfile(TESTS)
