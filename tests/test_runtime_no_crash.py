@@ -392,6 +392,7 @@ GUARDED_CALLS = {
     "copyout": lambda d, t: d.copyout(t["buf"], 4),
     "transfer": lambda d, t: d.transfer(t["other"], t["buf"], 64),
     "freed_memory_at": lambda d, t: d.freed_memory_at(t["buf"].va),
+    "unmap_peers": lambda d, t: d.unmap_peers(t["spare_buf"]),
     "close": lambda d, t: d.close(),
 }
 # Public methods that need no turn, and why (each touches no host state of the Device that a call changes).
