@@ -6,21 +6,10 @@ from __future__ import annotations
 import pytest
 
 from hcqsim import kfd_uapi as K
+from tests.counting_os import CountingOS
 from hcqsim.runtime import open_device
 
 
-class CountingOS:
-    """Wraps a boundary: counts ioctls by request, passes everything through."""
-
-    def __init__(self, os_):
-        self._os, self.counts = os_, {}
-
-    def ioctl(self, fd, request, arg):
-        self.counts[request] = self.counts.get(request, 0) + 1
-        return self._os.ioctl(fd, request, arg)
-
-    def __getattr__(self, name):
-        return getattr(self._os, name)
 
 
 @pytest.mark.parametrize("engine,aql", [("compute", False), ("copy", False), ("compute", True)])

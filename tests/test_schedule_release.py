@@ -9,21 +9,12 @@ import re
 import pytest
 
 from hcqsim import kfd_uapi as K
+from tests.counting_os import CountingOS
 from hcqsim.runtime import open_devices
 from hcqsim.runtime.schedule import Schedule, region
 from hcqsim.strategies import Fuzzer, FuzzCase, Interleaving, sequential_effects
 
 
-class CountingOS:
-    def __init__(self, os_):
-        self._os, self.counts = os_, {}
-
-    def ioctl(self, fd, request, arg):
-        self.counts[request] = self.counts.get(request, 0) + 1
-        return self._os.ioctl(fd, request, arg)
-
-    def __getattr__(self, name):
-        return getattr(self._os, name)
 
 
 def two_device_copy(devs, a, b, c):
