@@ -8,8 +8,9 @@ import pytest
 from hcqsim import pm4, sdma
 from hcqsim.fields import F, PacketFormat
 
-ALL_FORMATS = [f for fam in pm4.FORMATS.values() for f in fam.values()] + \
-    [f for ver in sdma.FORMATS.values() for f in ver.values()]
+# (family or version, format): the id must be the same in every process (pytest-xdist compares collections)
+ALL_FORMATS = [(fam, f) for fam, fmts in pm4.FORMATS.items() for f in fmts.values()] + \
+    [(ver, f) for ver, fmts in sdma.FORMATS.items() for f in fmts.values()]
 
 
 def checked(fmt: PacketFormat, values: dict, payload=()) -> list[int]:
@@ -22,9 +23,9 @@ def checked(fmt: PacketFormat, values: dict, payload=()) -> list[int]:
     return dws
 
 
-@pytest.mark.parametrize("fmt", ALL_FORMATS, ids=lambda f: f"{f.name}/{f.opcode:#x}/{id(f) % 997}")
-def test_generated_encoder_equals_the_checked_one(fmt):
-    rng = random.Random(fmt.name)
+@pytest.mark.parametrize("family, fmt", ALL_FORMATS, ids=[f"{fam}/{f.name}/{f.opcode:#x}" for fam, f in ALL_FORMATS])
+def test_generated_encoder_equals_the_checked_one(family, fmt):
+    rng = random.Random(f"{family}/{fmt.name}")
     for _ in range(40):
         names = rng.sample([f.name for f in fmt.fields], rng.randint(0, len(fmt.fields)))
         values = {n: rng.choice((0, fmt.by_name[n].mask, rng.randint(0, fmt.by_name[n].mask))) for n in names}
