@@ -265,6 +265,61 @@ def test_a_client_that_disabled_collection_keeps_it_disabled():
         gc.enable()
 
 
+class _PopsFromTheDict:
+    """Cyclic garbage whose finalizer removes an entry from a dict the client iterates, as tinygrad's Tensor.__del__
+    does with `all_tensors` while the main thread loops over it (tensor.py's backward and __setitem__)."""
+
+    def __init__(self, live: dict, seen: dict):
+        self.me, self.live, self.seen = self, live, seen
+
+    def __del__(self):
+        self.seen["thread"] = threading.current_thread().name
+        self.live.popitem()
+
+
+def _garbage_that_pops(system):
+    import gc
+    live, seen = {i: None for i in range(64)}, {}
+    gc.collect()
+    _PopsFromTheDict(live, seen)
+    junk = [[] for _ in range(3 * gc.get_threshold()[0])]  # a collection is due from here on
+    return live, seen, junk
+
+
+def test_a_due_collection_runs_in_the_client_thread_when_it_next_calls_hcqsim():
+    """Collections off the GPU thread must not run finalizers between two bytecodes of the client: tinygrad's loops
+    over `all_tensors` raised "dictionary changed size during iteration" when a helper thread collected beside
+    them. A due collection waits for the client's next call into the emulated OS and runs there, in its thread."""
+    from hcqsim.boundary import MAP_ANONYMOUS, MAP_PRIVATE
+    from hcqsim.kfd.collector import COLLECTOR
+    system = EmulatedSystem(free_running=True)
+    live, seen, junk = _garbage_that_pops(system)
+    assert COLLECTOR.grace_s >= 0.5  # a due collection waits this long for a call before the helper runs it
+    end = time.monotonic() + 0.3  # 60 of the helper's looks
+    while time.monotonic() < end:  # the client iterates, calling nothing of hcqsim
+        for _ in live:
+            pass
+    assert seen == {} and len(live) == 64  # nothing collected beside the loop
+    va = system.os.mmap(0, 4096, 3, MAP_PRIVATE | MAP_ANONYMOUS)  # a call into hcqsim: the collection runs here
+    assert seen == {"thread": threading.current_thread().name} and len(live) == 63
+    system.os.munmap(va, 4096)
+    system.close()
+    del junk
+
+
+def test_a_collection_overdue_with_no_call_into_hcqsim_runs_on_the_helper_thread():
+    """A client computing on its own (or asleep) still gets its garbage collected: after the grace period."""
+    from hcqsim.kfd.collector import COLLECTOR
+    system = EmulatedSystem(free_running=True)
+    start, on_helper = time.monotonic(), COLLECTOR.on_helper
+    live, seen, junk = _garbage_that_pops(system)
+    wait_for(lambda: "thread" in seen, timeout_s=COLLECTOR.grace_s + 10)
+    assert seen["thread"] == "hcqsim-gc" and COLLECTOR.on_helper > on_helper
+    assert time.monotonic() - start >= COLLECTOR.grace_s
+    system.close()
+    del junk, live
+
+
 def test_the_collector_follows_cpythons_generation_rule():
     from hcqsim.kfd.collector import generation_due
     t = (700, 10, 10)

@@ -17,6 +17,7 @@ from .. import kfd_uapi as k
 from ..boundary import KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, OSBoundary
 from ..errors import BlockedQueue
 from ..memory import PAGE_SIZE
+from .collector import COLLECTOR
 from .drm import AmdgpuDrm
 from .process import OpenFile
 
@@ -70,6 +71,7 @@ class EmulatedOS(OSBoundary):
         return f
 
     def ioctl(self, fd: int, request: int, arg) -> None:
+        COLLECTOR.at_call()  # outside the lock: a finalizer may wait for the GPUs (kfd/collector.py)
         with self.system.lock:
             f = self._file(fd, "ioctl")
             if f.kind != "kfd":
@@ -80,6 +82,7 @@ class EmulatedOS(OSBoundary):
     # -- memory mappings ---------------------------------------------------------------------------
 
     def mmap(self, addr: int, length: int, prot: int, flags: int, fd: int = -1, offset: int = 0) -> int:
+        COLLECTOR.at_call()
         with self.system.lock:
             return self._mmap(addr, length, prot, flags, fd, offset)
 
@@ -129,6 +132,7 @@ class EmulatedOS(OSBoundary):
     def munmap(self, addr: int, length: int) -> None:
         if addr % PAGE_SIZE or length <= 0:
             raise OSError(errno.EINVAL, f"munmap: bad range 0x{addr:x}+{length:#x}")
+        COLLECTOR.at_call()
         with self.system.lock:
             self.system.driver.memory.munmap(addr, length)
 
