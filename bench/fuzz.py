@@ -155,6 +155,7 @@ def phases(examples: int) -> None:
 
 
 CHECK_SHAPES = [("classic 6 ops", dict(max_ops=6, min_ops=6, replays=False), 1, False),
+                ("classic 6 ops +host", dict(max_ops=6, min_ops=6, replays=False), 1, True),
                 ("20 ops +host", dict(max_ops=20, min_ops=20), 2, True),
                 ("80 ops", dict(max_ops=80, min_ops=80), 4, False)]  # (label, shape, examples divisor, host turns)
 

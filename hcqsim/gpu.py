@@ -448,16 +448,25 @@ class EmulatedGPU:
         front, back = [], []
         yielded, overtake = self._yielded, self.overtake_steps
         for q in self.queues:
-            acts, behind = [], []
-            for d in q.inflight:
-                (behind if d.spinning or d.steps - d.changed_at >= overtake else acts).append(d)
-            if q.dma.pending and q.active:  # DMA_DATA without CP_SYNC still moving: in order, before what follows
-                acts.append(q.dma)
-            if q.ready():
-                acts.append(q)
-            acts += behind
-            if acts:
-                (back if acts[0] in yielded else front).append(acts)
+            inflight = q.inflight
+            if inflight or q.dma.pending:
+                acts, behind = [], []
+                for d in inflight:
+                    (behind if d.spinning or d.steps - d.changed_at >= overtake else acts).append(d)
+                if q.dma.pending and q.active:  # DMA_DATA without CP_SYNC still moving: in order, before what follows
+                    acts.append(q.dma)
+                if q.ready():
+                    acts.append(q)
+                acts += behind
+                if not acts:
+                    continue
+            elif q.wait is None and q.transfer is None and q.ring.pos >= q.ring.end and len(q.stack) == 1:
+                continue  # nothing to execute (what q.ready() answers for an idle queue, without the call)
+            elif q.ready():
+                acts = [q]
+            else:
+                continue
+            (back if yielded and acts[0] in yielded else front).append(acts)
         return [a for group in front + back for a in group] if back or len(front) != 1 else front[0]
 
     def _progress(self, condition: Callable[[], bool] | None, work_limit: int | None = None) -> int:
@@ -480,9 +489,13 @@ class EmulatedGPU:
                 ready = self._activities()
                 if not ready:
                     break
-                if all(a.kind == "dispatch" for a in ready) and self._all_spinning(ready):
-                    self.livelocked = True  # only waves looping on memory nobody writes: nothing will change
-                    break
+                for a in ready:  # (a loop, not all(generator): this runs at every decision)
+                    if a.kind != "dispatch":
+                        break
+                else:
+                    if self._all_spinning(ready):
+                        self.livelocked = True  # only waves looping on memory nobody writes: nothing will change
+                        break
                 if work_limit is not None and work >= work_limit:
                     break
                 act, budget = self.policy.choose(ready)

@@ -214,13 +214,20 @@ class Interleaver:
     def _key(self, act) -> tuple:
         """An activity's name, the same in every run of the block: (GPU, queue) or (GPU, queue, the how-many-th
         dispatch of the block it is); ("host",) for the host."""
+        known = self._keys.get(id(act))  # (act, key): act kept, so its id is not reused inside the block
+        if known is not None:
+            return known[1]
         if act == "host":
-            return ("host",)
-        q = _queue_of(act)
-        if act is q:
-            return q.gpu.index, q.name
-        seen = self._dispatches.setdefault(id(act), (act, len(self._dispatches)))  # act kept: ids stay unique
-        return q.gpu.index, q.name, seen[1]
+            key = ("host",)
+        else:
+            q = _queue_of(act)
+            if act is q:
+                key = q.gpu.index, q.name
+            else:
+                seen = self._dispatches.setdefault(id(act), (act, len(self._dispatches)))
+                key = q.gpu.index, q.name, seen[1]
+        self._keys[id(act)] = (act, key)
+        return key
 
     def _rank(self, act) -> tuple[int, float]:
         key = self._key(act)
@@ -233,6 +240,7 @@ class Interleaver:
         """Begin a block: reset the priority state; the dispatch-internal hooks exist only with a seed (the shader
         core skips its per-step choice work when the policy has none)."""
         self.priority, self._demoted, self._last, self._ranks, self._dispatches = priority, {}, None, {}, {}
+        self._keys: dict[int, tuple] = {}  # id(activity) -> (activity, _key(activity)), for this block
         self._host_streak, self._patience = 0, 0
         hooks = ("workgroup_order", "choose_waves", "split_waves", "device_order", "choose_cu", "choose_xcc",
                  "evict_lines", "hdp_drains")
@@ -243,10 +251,10 @@ class Interleaver:
             # the others' draws
             groups, waves, split, gpus = (random.Random(f"{priority}/{k}") for k in ("wg", "pc", "split", "gpu"))
             self._patience = random.Random(f"{priority}/host").randint(1, 6)  # host turns in a row (_highest)
-            self.workgroup_order = lambda n: groups.sample(range(n), n) if 1 < n <= 4096 else None
+            self.workgroup_order = lambda n: _permutation(groups, n) if 1 < n <= 4096 else None
             self.choose_waves = lambda n_pcs: waves.randrange(n_pcs)
             self.split_waves = lambda n: split.randrange(n) if split.random() < 0.125 else None
-            self.device_order = lambda n: gpus.sample(range(n), n)
+            self.device_order = lambda n: _permutation(gpus, n)  # asked at every progress point
             place = random.Random(f"{priority}/place")  # memory model: the CU and XCC each workgroup runs on
             self.choose_cu = lambda n: place.randrange(n)
             self.choose_xcc = lambda n: place.randrange(n)
@@ -324,6 +332,20 @@ class Interleaver:
             first = next(s[2] for s in self.steps if s[0] != "host" and s[0].gpu is gpu)
             out[gpu.label] = gpu.trace_lines()[first:]
         return out
+
+
+def _permutation(rng: random.Random, n: int) -> list[int]:
+    """`rng.sample(range(n), n)`, the same list from the same draws (CPython's sample takes its pool method for every
+    n when k == n: the set method needs n > 21 + 4 ** ceil(log4(3n))), without sample's per-call checks (it runs at
+    every progress point). tests/test_fuzz_permutation.py compares the two."""
+    randbelow = rng._randbelow
+    pool = list(range(n))
+    out = [0] * n
+    for i in range(n):
+        j = randbelow(n - i)
+        out[i] = pool[j]
+        pool[j] = pool[n - i - 1]
+    return out
 
 
 @contextlib.contextmanager
