@@ -40,12 +40,19 @@ QUARANTINE_BYTES = 64 << 30  # sanitizer: freed VA held back (reserved, unmapped
 QUARANTINE_COUNT = 16384  # ...and this many ranges, oldest returned first
 DEFAULT_POISON = 0xDEADBEEF
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
+_IN_RUNTIME: dict[str, bool] = {}  # source file -> inside hcqsim.runtime (caller_location)
 
 
 def caller_location() -> str:
     """'file:line in function' of the innermost frame outside hcqsim.runtime: where the user called."""
     f = sys._getframe(1)
-    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) == _RUNTIME_DIR:
+    while f is not None:
+        name = f.f_code.co_filename
+        inside = _IN_RUNTIME.get(name)
+        if inside is None:  # one path computation per source file (this runs at every free)
+            inside = _IN_RUNTIME[name] = os.path.dirname(os.path.abspath(name)) == _RUNTIME_DIR
+        if not inside:
+            break
         f = f.f_back
     if f is None:
         return "unknown location"

@@ -49,6 +49,21 @@ class QueueId:
     engine: str  # compute, copy or host
     index: int
 
+    # a dict key in every table of the planner and the replay: the hash (the dataclass' own value, the fields'
+    # tuple's) is made once, and equality compares that tuple
+    def __post_init__(self):
+        key = (self.device, self.engine, self.index)
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        if other.__class__ is self.__class__:
+            return self._key == other._key
+        return NotImplemented
+
     @property
     def is_host(self) -> bool:
         return self.engine == "host"

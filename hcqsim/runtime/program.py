@@ -68,6 +68,8 @@ GRID_LIMIT = 1 << 32  # grid sizes are 32-bit: AQL grid_size_x/y/z, DISPATCH_DIR
 
 def launch_dims(size: int | Sequence[int], what: str = "size") -> tuple[int, int, int]:
     """1 to 3 positive integers below 2^32, padded with 1s; TypeError/ValueError naming `what` otherwise."""
+    if type(size) is int and 1 <= size < GRID_LIMIT:  # the common case, without the numbers.Integral checks
+        return size, 1, 1
     if isinstance(size, numbers.Integral):
         t = (size,)
     elif isinstance(size, (tuple, list)):
@@ -150,13 +152,14 @@ def write_kernargs(kernel: Kernel, view, args: Sequence, launch: Launch) -> None
     for index, (arg, value) in enumerate(zip(explicit, args)):
         raw = _kernarg_bytes(kernel, arg, index, value)
         view[arg.offset:arg.offset + arg.size] = memoryview(raw).cast("B")
+    groups, remainder = launch.groups, launch.remainder  # (properties: computed once here)
     hidden = {
-        "hidden_block_count_x": launch.groups[0], "hidden_block_count_y": launch.groups[1],
-        "hidden_block_count_z": launch.groups[2],
+        "hidden_block_count_x": groups[0], "hidden_block_count_y": groups[1],
+        "hidden_block_count_z": groups[2],
         "hidden_group_size_x": launch.local_size[0], "hidden_group_size_y": launch.local_size[1],
         "hidden_group_size_z": launch.local_size[2],
-        "hidden_remainder_x": launch.remainder[0], "hidden_remainder_y": launch.remainder[1],
-        "hidden_remainder_z": launch.remainder[2],
+        "hidden_remainder_x": remainder[0], "hidden_remainder_y": remainder[1],
+        "hidden_remainder_z": remainder[2],
         "hidden_grid_dims": launch.ndims,
         "hidden_private_base": PRIVATE_APERTURE_BASE >> 32, "hidden_shared_base": SHARED_APERTURE_BASE >> 32,
     }

@@ -8,6 +8,7 @@ recorded patch sites in the IBs and kernarg segments, rewritten in place when it
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -26,6 +27,10 @@ from .schedule import _host_view as _schedule_host_view
 SLOT = 16  # bytes per schedule signal / per timestamp pair
 IB_ALIGN = 32  # SDMA IB base alignment (facts 5.2); PM4 needs 4
 IB_MAX_DWORDS = (1 << 20) - 1  # IB_SIZE is 20 bits on PM4 and SDMA
+
+
+# (compute, target, family, SDMA version, SDMA engines) -> the memory barrier's packets (CompiledSchedule._barrier)
+_BARRIERS: dict[tuple, tuple] = {}
 
 
 class _Slot:
@@ -108,7 +113,7 @@ class _IB:
             for name, (key, transform) in patches.items():
                 f = fmt.by_name[name]
                 self.sites.append((key, len(self.dws) + f.dw, f.lo, f.hi - f.lo + 1, transform))
-        self.dws.extend(d & 0xFFFFFFFF for d in packet)
+        self.dws += [d & 0xFFFFFFFF for d in packet]
 
     def add_raw_site(self, packet: list[int], dw: int, key, transform) -> None:
         """A patch site on a whole payload dword of the packet about to be added (SET_SH_REG values)."""
@@ -344,12 +349,11 @@ class CompiledSchedule:
 
     @staticmethod
     def _wait(ib: _IB, dev, addr: int, value: int, patches=None) -> None:
+        packet = _wait_packet(ib.engine == "compute", dev.sdma_version, addr, value)
         if ib.engine == "compute":
-            ib.add(pm4.wait_reg_mem(addr, value, function=5),
-                   {"poll_addr": patches["addr"], "reference": patches["ref"]} if patches else ())
+            ib.add(packet, {"poll_addr": patches["addr"], "reference": patches["ref"]} if patches else ())
         else:
-            ib.add(sdma.poll_regmem(addr, value, mask=0xFFFFFFFF, func=5, version=dev.sdma_version),
-                   {"addr": patches["addr"], "value": patches["ref"]} if patches else ())
+            ib.add(packet, {"addr": patches["addr"], "value": patches["ref"]} if patches else ())
 
     def _wait_for(self, ib: _IB, dev, w: Wait) -> None:
         self._wait(ib, dev, self._addr(self._slot_of[w.queue]), w.point + 1)
@@ -357,9 +361,13 @@ class CompiledSchedule:
     @staticmethod
     def _barrier(ib: _IB, dev, compute: bool) -> None:
         """After waiting for another queue: make its writes visible here (facts 6.3; SDMA 6 GCR_REQ)."""
-        builder = ComputeQueue(dev) if compute else CopyQueue(dev)
-        builder.memory_barrier()
-        for p in builder.packets:
+        key = (compute, dev.target, dev.family, dev.sdma_version, dev.node.props.get("num_sdma_engines", 1))
+        packets = _BARRIERS.get(key)
+        if packets is None:  # the same packets for every device of a kind: built once
+            builder = ComputeQueue(dev) if compute else CopyQueue(dev)
+            builder.memory_barrier()
+            packets = _BARRIERS[key] = tuple(tuple(p) for p in builder.packets)
+        for p in packets:
             ib.add(p)
 
     @staticmethod
@@ -638,6 +646,14 @@ class CompiledSchedule:
     @property
     def patch_sites(self) -> int:
         return len(self._kernargs) + sum(len(v.patches) for v in self._variants.values())
+
+
+@functools.lru_cache(maxsize=4096)
+def _wait_packet(compute: bool, sdma_version: str, addr: int, value: int) -> tuple[int, ...]:
+    """A queue's wait for `addr` >= `value` (a schedule reuses its state slots' addresses: most are made before)."""
+    if compute:
+        return tuple(pm4.wait_reg_mem(addr, value, function=5))
+    return tuple(sdma.poll_regmem(addr, value, mask=0xFFFFFFFF, func=5, version=sdma_version))
 
 
 def _launch_of(op) -> P.Launch:
