@@ -9,7 +9,9 @@ check_schedules_per_s[...]: the same cases checked again without hypothesis (com
 "+host" rows: the interleaving may also hand the host a turn (`Interleaver.host_turns`): host/GPU orders explored.
 `load:` is the machine's 1-minute load average when a row was measured (the machine may be shared).
 `python3 bench/fuzz.py [examples] [--profile [tottime]]`: --profile prints where a classic schedule's time goes;
-  `--phases`: the same as a table, `fuzz_phase_ms[classic 6 ops, PHASE]: ms per schedule (share)`.
+  `--phases [--host]`: the same as a table, `fuzz_phase_ms[classic 6 ops, PHASE]: ms per schedule (share)`, then
+  what one schedule does, counted (`fuzz_count[...]`: GPU steps, ready scans, wait re-checks, decisions, progress
+  points, ioctls, packets); `--host` with host turns on (the issue's shape).
 `python3 bench/fuzz.py --against REV [examples]`: before/after in one session: REV's hcqsim (extracted with git
   archive) and this tree's, interleaved round by round, each round in a fresh process on the same drawn cases
   (check only: compile + run + compare), with the load average beside each; then the ratios (new / baseline) and
@@ -93,7 +95,13 @@ PHASES = [("compile: schedule ops (runtime API)", "hcqsim.strategies", "Fuzzer",
           ("run: launch, submits, host waits", "hcqsim.runtime.replay", "CompiledSchedule", "run"),
           ("boundary: KFD ioctls", "hcqsim.kfd.process", "KfdDriver", "ioctl"),
           ("boundary: progress points (doorbell scan, ready scan)", "hcqsim.kfd.process", "KfdDriver", "progress"),
-          ("execution: GPU steps (PM4/SDMA engines, shader core)", "hcqsim.gpu", "EmulatedGPU", "step"),
+          ("execution: scheduler loop (GPU steps, ready scans, wait re-checks, queue advance)", "hcqsim.gpu",
+           "EmulatedGPU", "step"),
+          ("execution: shader core (dispatch advance)", "hcqsim.shader.core", "ActiveDispatch", "advance"),
+          ("execution: PM4 packets (CP execute_run)", "hcqsim.engines.command_processor", "PM4Queue", "execute_run"),
+          ("execution: SDMA packets", "hcqsim.engines.sdma_engine", "SDMAQueue", "execute"),
+          ("execution: copy/fill chunks", "hcqsim.engines.queue", "Transfer", "run"),
+          ("execution: wait records (stall: disassembly)", "hcqsim.engines.queue", "EngineQueue", "stall"),
           ("trace: recording packets, writes, copies", "hcqsim.gpu", "EmulatedGPU", "trace_packet"),
           ("trace: recording packets, writes, copies", "hcqsim.gpu", "EmulatedGPU", "trace_write"),
           ("trace: recording packets, writes, copies", "hcqsim.gpu", "EmulatedGPU", "trace_copy"),
@@ -101,57 +109,115 @@ PHASES = [("compile: schedule ops (runtime API)", "hcqsim.strategies", "Fuzzer",
           ("check: sequential meaning (numpy)", "hcqsim.strategies", None, "sequential_effects"),
           ("check: initial memory", "hcqsim.strategies", None, "initial_memory"),
           ("check: drain, memory setup, compare (Fuzzer.check rest)", "hcqsim.strategies", "Fuzzer", "check")]
+# (name, module, attribute, method): what a schedule does, counted in a second pass over the same cases (untimed)
+COUNTS = [("GPU steps", "hcqsim.gpu", "EmulatedGPU", "step"),
+          ("ready scans (EmulatedGPU._activities)", "hcqsim.gpu", "EmulatedGPU", "_activities"),
+          ("wait re-checks (Wait.satisfied)", "hcqsim.engines.queue", "Wait", "satisfied"),
+          ("scheduling decisions (Interleaver.choose)", "hcqsim.strategies", "Interleaver", "choose"),
+          ("driver progress points (KfdDriver.progress)", "hcqsim.kfd.process", "KfdDriver", "progress"),
+          ("doorbell scans (poll_doorbells)", "hcqsim.kfd.queues", "ProcessQueues", "poll_doorbells"),
+          ("KFD ioctls", "hcqsim.kfd.process", "KfdDriver", "ioctl"),
+          ("queue advances (EngineQueue.advance)", "hcqsim.engines.queue", "EngineQueue", "advance"),
+          ("dispatch advances", "hcqsim.shader.core", "ActiveDispatch", "advance"),
+          ("wait records made (EngineQueue.stall)", "hcqsim.engines.queue", "EngineQueue", "stall")]
 
 
-def phases(examples: int) -> None:
+def _patch(table, make) -> list:
+    """Wrap every (module, owner, method) of `table` with make(fn, label); returns what to undo."""
+    import importlib
+    undo = []
+    for label, module, owner, name in table:
+        obj = importlib.import_module(module)
+        obj = getattr(obj, owner) if owner else obj
+        fn = getattr(obj, name)
+        undo.append((obj, name, fn))
+        setattr(obj, name, make(fn, label))
+    return undo
+
+
+def phases(examples: int, host: bool = "--host" in sys.argv) -> None:
     """Where a classic schedule's time goes: each phase's exclusive time (its functions' time minus that of the
     phases they call), per schedule, as `fuzz_phase_ms[...]` lines; device bring-up is the Fuzzer's creation (once
-    per process: examples share the devices)."""
+    per process: examples share the devices). Then what one schedule does, counted: `fuzz_count[...]` per
+    schedule (a second, untimed pass over the same cases). `--host`: with host turns (the issue's shape)."""
     import collections
     import functools
-    import importlib
+    label0 = "classic 6 ops" + (" +host" if host else "")
     totals, stack = collections.Counter(), []
 
-    def timed(fn, label):
+    def timed(fn, label):  # CPU time of this process: a shared machine's load disturbs it least
         @functools.wraps(fn)
         def wrapper(*a, **k):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             stack.append(0.0)
             try:
                 return fn(*a, **k)
             finally:
-                dt, inner = time.perf_counter() - t0, stack.pop()
+                dt, inner = time.process_time() - t0, stack.pop()
                 totals[label] += dt - inner
                 if stack:
                     stack[-1] += dt
         return wrapper
 
-    for label, module, owner, name in PHASES:
-        obj = importlib.import_module(module)
-        obj = getattr(obj, owner) if owner else obj
-        setattr(obj, name, timed(getattr(obj, name), label))
+    counts = collections.Counter()
+
+    def counted(fn, label):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            out = fn(*a, **k)
+            counts[label] += 1
+            if label == "GPU steps" and not out:
+                counts["GPU steps that executed nothing"] += 1
+            elif label == "ready scans (EmulatedGPU._activities)":
+                counts["queue looks in ready scans"] += len(a[0].queues)
+            return out
+        return wrapper
+
+    undo = _patch(PHASES, timed)
     t0 = time.perf_counter()
     fz = Fuzzer("gfx1100")
     bring_up = time.perf_counter() - t0
     try:
-        fz.host_turns = fz.policy.host_turns = False
+        fz.host_turns = fz.policy.host_turns = host
         cases, _ = explore(fz, examples, max_ops=6, min_ops=6, replays=False)
         totals.clear()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for case, choices in cases:
             try:
                 fz.check(case, choices)
             except RaceFound:
                 pass
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        bare = time.process_time()  # the same cases again, unwrapped: the CPU time per schedule without the wrappers
+        for obj, name, fn in undo:
+            setattr(obj, name, fn)
+        for case, choices in cases:
+            try:
+                fz.check(case, choices)
+            except RaceFound:
+                pass
+        bare = time.process_time() - bare
+        _patch(COUNTS, counted)
+        packets = 0
+        for case, choices in cases:
+            try:
+                fz.check(case, choices)
+            except RaceFound:
+                pass
+            packets += sum(1 for gpu in fz.gpus for e in gpu.trace if e[2] == "packet")
+        counts["packets executed (trace entries)"] = packets
     finally:
         fz.close()
     n = len(cases)
-    print(f"fuzz_phase_ms[classic 6 ops, device bring-up, once per process]: {bring_up * 1e3:.1f}")
+    print(f"fuzz_phase_ms[{label0}, device bring-up, once per process]: {bring_up * 1e3:.1f}")
     for label, t in sorted(totals.items(), key=lambda kv: -kv[1]):
-        print(f"fuzz_phase_ms[classic 6 ops, {label}]: {t / n * 1e3:.2f}  ({100 * t / wall:.1f}%)")
-    print(f"fuzz_phase_ms[classic 6 ops, total per schedule]: {wall / n * 1e3:.2f}  ({n} schedules, "
-          f"load: {os.getloadavg()[0]:.1f})")
+        print(f"fuzz_phase_ms[{label0}, {label}]: {t / n * 1e3:.2f}  ({100 * t / cpu:.1f}%)")
+    print(f"fuzz_phase_ms[{label0}, total per schedule]: {cpu / n * 1e3:.2f}  (CPU time, timing wrappers included; "
+          f"wall {wall / n * 1e3:.2f}; {n} schedules, load: {os.getloadavg()[0]:.1f})")
+    print(f"fuzz_phase_ms[{label0}, total per schedule, unwrapped]: {bare / n * 1e3:.2f}  (CPU time: "
+          f"{n / bare:.0f} schedules per CPU second)")
+    for label, c in counts.items():
+        print(f"fuzz_count[{label0}, {label}]: {c / n:.1f}  (per schedule)")
 
 
 CHECK_SHAPES = [("classic 6 ops", dict(max_ops=6, min_ops=6, replays=False), 1, False),
