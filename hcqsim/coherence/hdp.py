@@ -52,6 +52,7 @@ from .report import MemoryReport
 
 MODES = ("coherent", "report", "adversarial")
 KIND = "unflushed host write"
+_MEM_REG, _REG_REG = KFD_MMIO_REMAP_HDP_MEM_FLUSH_CNTL // 4, KFD_MMIO_REMAP_HDP_REG_FLUSH_CNTL // 4  # u32 indices
 MMIO_IDLE = 0xFFFFFFFF  # what the MMIO-remap page's flush registers read between host stores (emulator choice)
 MISSING = "HDP flush"
 FIXES = ("a 32-bit store of 0 to offset 0 (HDP_MEM_FLUSH_CNTL) of the MMIO-remap page before the doorbell or the "
@@ -249,8 +250,10 @@ class HostMappedVram:
         self._depth += 1
         if self._depth > 1:
             return
-        for hdp in self.paths:
-            hdp.poll_register_page()
+        for hdp in self.paths:  # (every GPU step of every progress point: the look is inline, the work is not)
+            page = hdp.register_page
+            if page is not None and (page[_MEM_REG] != MMIO_IDLE or page[_REG_REG] != MMIO_IDLE):
+                hdp.poll_register_page()
         if not self.tracking:
             return
         self.stats["progress_points"] += 1

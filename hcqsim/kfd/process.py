@@ -322,7 +322,8 @@ class KfdDriver:
         while done is None or not done():
             executed = self.queues.poll_doorbells()
             devices = self.devices if order is None else [self.devices[i] for i in order(len(self.devices))]
-            executed += sum(d.gpu.step(max(1, limit - work)) for d in devices)
+            for d in devices:
+                executed += d.gpu.step(max(1, limit - work))
             work += executed
             if executed == 0 or work >= limit or self.settled():
                 return
