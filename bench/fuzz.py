@@ -5,7 +5,8 @@ fuzz_schedules_per_s[N ops, ...]: schedules drawn by hypothesis, compiled, run (
   second, end to end (hypothesis' own generation included); ops_per_s: operations executed (ops x runs) per second.
 check_schedules_per_s[...]: the same cases checked again without hypothesis (compile + run + compare only):
   the part of the cost hcqsim owns.
-"classic" is the case shape the issue's 52-94/s baseline measured (6 ops, up to two devices, no replays).
+"classic" is the case shape the issue's 52-94/s baseline measured (6 ops, up to two devices, no replays);
+"classic 6 ops +host" the same with host turns on: the issue's target shape (>= 300 schedules/s).
 "+host" rows: the interleaving may also hand the host a turn (`Interleaver.host_turns`): host/GPU orders explored.
 `load:` is the machine's 1-minute load average when a row was measured (the machine may be shared).
 `python3 bench/fuzz.py [examples] [--profile [tottime]]`: --profile prints where a classic schedule's time goes;
