@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import EngineError, RunawayStop, SpinningWave, UnsupportedError, VMFaultError
 from ..registers import RSRC2
-from . import fpmode
+from . import fast, fpmode
 from .compile import InstructionCache, compile_instr, gfx9_as_gfx11
 from .decoder import decode, sext
 from .dispatch import Dispatch
@@ -48,6 +48,8 @@ MAX_KERNEL_STEPS = 1 << 21
 # its queue, other queues and the host run beside it. The in-order default runs shorter kernels to completion first.
 DISPATCH_QUANTUM = 4096
 FETCH_BYTES = 16
+# Fast path: a whole batch's instruction runs for this many lanes at a time (`_run_chunked`)
+CHUNK_LANES = 1 << 15
 _ENDPGM = {"gfx1100": b"\x00\x00\xb0\xbf", "gfx942": b"\x00\x00\x81\xbf"}  # s_endpgm: a kernel that does nothing
 
 
@@ -296,6 +298,17 @@ _POLLS = ("load", "atomic")  # ... and of those that read it: what a spinning wa
 _FIRST_WAVE = np.zeros(1, np.int64)  # the selection of a one-wave batch (never written)
 
 
+def _run_chunked(run, W: Waves, chunk: int) -> None:
+    """Fast path: an instruction that every wave of a large batch issues, run for `chunk` waves at a time in wave
+    order, so each numpy temporary stays in the CPU caches. Only for instructions that write no memory outside
+    LDS: the waves are independent, and LDS effects land in the same (wave, lane) order as in one run; a fault in
+    a later chunk leaves earlier chunks' registers written, which a faulted dispatch never uses. A store keeps one
+    run, so a fault in any lane still writes nothing."""
+    W.exec_lanes(slice(None))  # EXEC as bool lanes, for every chunk to slice
+    for start in range(0, W.n, chunk):
+        run(W, slice(start, start + chunk))
+
+
 def _run_placed(run, W: Waves, sel: np.ndarray, slots: np.ndarray, model) -> None:
     """A memory instruction for waves on several CU slots: one run per slot, each with `model.slot` set (the CUs
     act independently; their order here is one the hardware allows)."""
@@ -317,6 +330,7 @@ def _classify(run) -> None:
     local = name.startswith("ds_")
     run.writes = not local and any(p in name for p in _WRITES)
     run.loads = not local and any(p in name for p in _POLLS)
+    run.chunked = getattr(run, "chunked", None)  # a memory-writing instruction's own chunked fast path, if any
 
 
 class ActiveDispatch:
@@ -423,6 +437,8 @@ class ActiveDispatch:
         stats = core.stats
         choose, split = self.choose_waves, self.split_waves
         model, slots = core.gpu.coherence, None
+        # waves per chunk when a whole batch issues one instruction (`_run_chunked`); 0: never chunked
+        chunk = max(1, CHUNK_LANES // self.lanes) if model is None and fast.enabled else 0
         for start in range(0, self.n_groups, self.batch_groups):
             self.batch_ids = batch = self._batch(start)
             W = core._launch(d, self.rsrc2, batch, self.lanes, self.vgprs, self.wpg)
@@ -451,7 +467,12 @@ class ActiveDispatch:
                     self._note_poll(pc, run, W, sel)
                 changes = self._changes[0]
                 try:
-                    if slots is None or not run.placed:
+                    big = slots is None and chunk and W.n > chunk and w.__class__ is slice
+                    if big and not run.writes:
+                        _run_chunked(run, W, chunk)
+                    elif big and run.chunked is not None and run.chunked(W, chunk):
+                        pass  # a store that ran chunked (it checked every address first)
+                    elif slots is None or not run.placed:
                         run(W, w)
                     else:
                         _run_placed(run, W, sel, slots, model)

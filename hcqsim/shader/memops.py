@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import cached, lanemem
+from . import cached, fast, lanemem
 from .alu import F32, U16, U32, U64
 from .decoder import Instr, sext
 from .operands import SHARED_APERTURE, Context, Run, ShaderFault, advance
@@ -77,7 +77,7 @@ def _scratch_address(instr: Instr, ctx: Context) -> Callable:
         if bad.any():
             raise ShaderFault(f"{ctx.kernel}, PC +0x{instr.pc:x}: private offset {int(off[bad][0])} outside the "
                               f"{W.scratch_lane}-byte private segment of a lane")
-        base = W.scratch_base[w] if not isinstance(w, slice) else W.scratch_base
+        base = W.scratch_base[w]
         lane_base = base[:, None] + np.arange(W.lanes, dtype=np.uint64) * np.uint64(W.scratch_lane)
         return lane_base + off.astype(np.uint64)
     return get
@@ -123,7 +123,7 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
 
         def high_half(W, w, lanes):
             return (W.v[w, src][lanes] >> U32(16)).astype(U16).view(np.uint8).reshape(-1, 2)[:, :nbytes]
-        return _store_run(address, flat, space, step, high_half, mem)
+        return _store_run(address, flat, space, step, high_half, mem, nbytes)
     if op.startswith("store_") and op[6:] in _STORE:
         nbytes = _STORE[op[6:]]
         src, ndw = f["data"], max(1, nbytes // 4)
@@ -131,7 +131,7 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
         def dwords(W, w, lanes):
             regs = np.stack([W.v[w, src + i] for i in range(ndw)], axis=-1)[lanes]  # [active, ndw]
             return regs.astype(U32).view(np.uint8).reshape(-1, 4 * ndw)[:, :nbytes]
-        return _store_run(address, flat, space, step, dwords, mem)
+        return _store_run(address, flat, space, step, dwords, mem, nbytes)
     if op.startswith("atomic_"):
         return _compile_global_atomic(instr, ctx, op[len("atomic_"):], address)
     raise ctx.unsupported(instr, "memory operation not implemented")
@@ -149,7 +149,8 @@ def _load_run(address: Callable, flat: bool, space, step: Callable, nbytes: int,
     return run
 
 
-def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Callable, mem=lanemem) -> Run:
+def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Callable, mem=lanemem,
+               nbytes: int = 0) -> Run:
     """A store: `payload(W, w, lanes)` gives the active lanes' bytes, written at their addresses."""
     def run(W, w):
         lanes = W.exec_lanes(w)
@@ -160,7 +161,41 @@ def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Ca
         else:
             mem.store(space, addrs, np.ascontiguousarray(data))
         step(W, w)
+
+    def chunked(W, chunk: int) -> bool:
+        """Fast path for a whole large batch (core._run_chunked): when every active lane's address lies in one
+        writable mapping (all checked before any byte moves, as `lanemem.resolve` does), the store runs `chunk`
+        waves at a time in wave order. False, with nothing done, when it does not apply (the general run then
+        checks, faults or stores)."""
+        if mem is not lanemem or space.__dict__.get("watch_stores") is not None:
+            return False
+        every = W.exec_lanes(_ALL)
+        lo, hi = None, None
+        for start in range(0, W.n, chunk):
+            part = slice(start, start + chunk)
+            addrs = address(W, part)[every[part]]
+            if addrs.size:
+                if flat and _split_flat(W, part, None, addrs).any():
+                    return False
+                a, b = int(addrs.min()), int(addrs.max())
+                lo, hi = (a, b) if lo is None else (min(lo, a), max(hi, b))
+        if lo is not None:
+            m = space.find(lo)
+            if m is None or hi + nbytes > m.end or not m.writable:
+                return False
+            for start in range(0, W.n, chunk):
+                part = slice(start, start + chunk)
+                lanes = every[part]
+                addrs = address(W, part)[lanes]
+                if addrs.size:
+                    lanemem.store_to(m, addrs, payload(W, part, lanes))
+        step(W, _ALL)
+        return True
+    run.chunked = chunked if nbytes else None
     return run
+
+
+_ALL = slice(None)
 
 
 def scatter_dwords(W: Waves, w, dst: int, lanes: np.ndarray, values: np.ndarray) -> None:
@@ -191,11 +226,13 @@ def _split_flat(W, w, lanes, addrs):
 
 def _flat_load(W, w, lanes, space, addrs, nbytes, mem=lanemem):
     lds = _split_flat(W, w, lanes, addrs)
+    if fast.enabled and not lds.any():  # fast path: no lane in the LDS aperture, all go to memory as they are
+        return mem.load(space, addrs, nbytes)
     out = np.empty((addrs.size, nbytes), np.uint8)
     if (~lds).any():
         out[~lds] = mem.load(space, addrs[~lds], nbytes)
     if lds.any():
-        groups = np.broadcast_to(W.group[w][:, None] if not isinstance(w, slice) else W.group[:, None],
+        groups = np.broadcast_to(W.group[w][:, None],
                                  lanes.shape)[lanes][lds]
         out[lds] = _lds_load(W, groups, (addrs[lds] & U64(0xFFFFFFFF)).astype(np.int64), nbytes)
     return out
@@ -203,10 +240,13 @@ def _flat_load(W, w, lanes, space, addrs, nbytes, mem=lanemem):
 
 def _flat_store(W, w, lanes, space, addrs, data, mem=lanemem):
     lds = _split_flat(W, w, lanes, addrs)
+    if fast.enabled and not lds.any():  # fast path: no lane in the LDS aperture
+        mem.store(space, addrs, np.ascontiguousarray(data))
+        return
     if (~lds).any():
         mem.store(space, addrs[~lds], np.ascontiguousarray(data[~lds]))
     if lds.any():
-        groups = np.broadcast_to(W.group[w][:, None] if not isinstance(w, slice) else W.group[:, None],
+        groups = np.broadcast_to(W.group[w][:, None],
                                  lanes.shape)[lanes][lds]
         _lds_store(W, groups, (addrs[lds] & U64(0xFFFFFFFF)).astype(np.int64), np.ascontiguousarray(data[lds]))
 
@@ -340,7 +380,7 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
     step = advance(instr.size)
 
     def lane_groups(W, w, lanes):
-        g = W.group if isinstance(w, slice) else W.group[w]
+        g = W.group[w]
         return np.broadcast_to(g[:, None], lanes.shape)[lanes]
 
     def addresses(W, w, lanes):

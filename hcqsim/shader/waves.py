@@ -10,7 +10,8 @@ Layout:
 * `group` int64 [waves]: index of the wave's workgroup in the batch (its LDS slice).
 * `lds` uint8 [groups, lds_bytes].
 
-Selections of waves (`w`) are either `slice(None)` (every wave: numpy views, no gathers) or an index array.
+Selections of waves (`w`) are either a slice (`slice(None)`: every wave; a slice of consecutive waves when a large
+batch runs in chunks, core._run_chunked: numpy views, no gathers) or an index array.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from . import formats as fm
 
 VCC, EXEC, M0, NULL = fm.VCC_LO, fm.EXEC_LO, fm.M0, fm.NULL
 _LITTLE = sys.byteorder == "little"  # masks pack and unpack as the bytes of their dwords
+_ALL = slice(None)
 
 
 class Waves:
@@ -65,11 +67,15 @@ class Waves:
         return (self.mask64(w, reg)[:, None] & self.lane_bits) != 0
 
     def exec_lanes(self, w) -> np.ndarray:
-        """EXEC as bool [nw, lanes]; cached for the whole-batch selection until EXEC is written."""
-        if isinstance(w, slice):
-            if self._exec_cache is None:
-                self._exec_cache = self.lanes_of(w, EXEC)
-            return self._exec_cache
+        """EXEC as bool [nw, lanes]; cached for the whole batch until EXEC is written (a slice of waves reads
+        the cached rows, or its own rows when there is no cache)."""
+        if w.__class__ is slice:
+            cache = self._exec_cache
+            if w == _ALL:
+                if cache is None:
+                    cache = self._exec_cache = self.lanes_of(w, EXEC)
+                return cache
+            return cache[w] if cache is not None else self.lanes_of(w, EXEC)
         return self.lanes_of(w, EXEC)
 
     def exec_written(self) -> None:

@@ -1,0 +1,297 @@
+"""The shader core's fast paths (hcqsim.shader.fast) are exact shortcuts: the same kernels run with them on and
+forced off (`fast.enabled = False`) end with the same registers of every wave, the same memory and the same faults,
+bit for bit. Inputs are random bit patterns mixed with NaNs (quiet, signalling, with payloads), infinities,
+denormals and signed zeros; kernels branch apart so EXEC is partial; both targets (wave32 gfx1100, wave64 gfx942).
+
+Fast paths covered: whole-batch instructions run in chunks of waves (core._run_chunked; CHUNK_LANES is made small
+so small grids use several chunks, with a remainder), chunked stores that check every address first
+(memops._store_run), the instruction fetch that reuses the closure last compiled at a PC when the code bytes are
+unchanged (ShaderCore.instruction), and the one-wave forms of scalar loads and VALU writes."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from hcqsim.compiler import compile_llvm
+from hcqsim.runtime import open_device
+from hcqsim.shader import core, fast, lanemem
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hwtests"))
+import kernel_corpus as K  # noqa: E402
+
+TARGETS = ["gfx1100", "gfx942"]
+LANES = {"gfx1100": 32, "gfx942": 64}
+
+# floats: c = f(a, b) along two paths (gid % 3), integer bit operations on the raw bits, a min/max pair (NaN order)
+MIX = """
+declare float @llvm.minnum.f32(float, float)
+declare float @llvm.maxnum.f32(float, float)
+define amdgpu_kernel void @mix(ptr addrspace(1) %a, ptr addrspace(1) %b, ptr addrspace(1) %c, ptr addrspace(1) %d,
+                               i32 %n) {
+entry:""" + K.GID_X + """
+  %in = icmp ult i32 %gid, %n
+  br i1 %in, label %body, label %done
+body:
+  %pa = getelementptr float, ptr addrspace(1) %a, i32 %gid
+  %pb = getelementptr float, ptr addrspace(1) %b, i32 %gid
+  %pc = getelementptr float, ptr addrspace(1) %c, i32 %gid
+  %pd = getelementptr i32, ptr addrspace(1) %d, i32 %gid
+  %va = load float, ptr addrspace(1) %pa
+  %vb = load float, ptr addrspace(1) %pb
+  %m = urem i32 %gid, 3
+  %two = icmp ne i32 %m, 0
+  br i1 %two, label %x, label %y
+x:
+  %s1 = fadd float %va, %vb
+  %s2 = fmul float %s1, %va
+  %mn = call float @llvm.minnum.f32(float %s2, float %vb)
+  store float %mn, ptr addrspace(1) %pc
+  br label %ints
+y:
+  %q = call float @llvm.fma.f32(float %va, float %vb, float 1.5)
+  %mx = call float @llvm.maxnum.f32(float %q, float %va)
+  %dv = fdiv float %mx, %vb
+  store float %dv, ptr addrspace(1) %pc
+  br label %ints
+ints:
+  %ia = bitcast float %va to i32
+  %ib = bitcast float %vb to i32
+  %x1 = xor i32 %ia, %ib
+  %sh = lshr i32 %x1, 7
+  %ml = mul i32 %sh, %ib
+  %ad = add i32 %ml, %gid
+  store i32 %ad, ptr addrspace(1) %pd
+  br label %done
+done:
+  ret void
+}
+"""
+
+# a copy of 16 bytes per work item, as ROCr's blit kernels move data (b128 loads and stores)
+COPY = """
+define amdgpu_kernel void @copy(ptr addrspace(1) %src, ptr addrspace(1) %dst, i32 %n) {
+entry:""" + K.GID_X + """
+  %in = icmp ult i32 %gid, %n
+  br i1 %in, label %body, label %done
+body:
+  %ps = getelementptr <4 x i32>, ptr addrspace(1) %src, i32 %gid
+  %pd = getelementptr <4 x i32>, ptr addrspace(1) %dst, i32 %gid
+  %v = load <4 x i32>, ptr addrspace(1) %ps
+  store <4 x i32> %v, ptr addrspace(1) %pd
+  br label %done
+done:
+  ret void
+}
+"""
+
+# one lane (gid == bad) stores far past its buffer: the store faults, and no lane of it may have written
+FAULT = """
+define amdgpu_kernel void @fault(ptr addrspace(1) %a, i32 %bad) {
+entry:""" + K.GID_X + """
+  %isbad = icmp eq i32 %gid, %bad
+  %far = select i1 %isbad, i32 268435456, i32 0
+  %i = add i32 %gid, %far
+  %p = getelementptr i32, ptr addrspace(1) %a, i32 %i
+  store i32 %gid, ptr addrspace(1) %p
+  ret void
+}
+"""
+
+
+# two lanes of every 32 swap places: the addresses end where a run would, but are not one (a load and a store)
+SWAP = """
+define amdgpu_kernel void @swap(ptr addrspace(1) %a, ptr addrspace(1) %c) {
+entry:""" + K.GID_X + """
+  %m = and i32 %gid, 31
+  %is5 = icmp eq i32 %m, 5
+  %is6 = icmp eq i32 %m, 6
+  %up = zext i1 %is5 to i32
+  %down = zext i1 %is6 to i32
+  %j0 = add i32 %gid, %up
+  %j = sub i32 %j0, %down
+  %pa = getelementptr i32, ptr addrspace(1) %a, i32 %j
+  %pc = getelementptr i32, ptr addrspace(1) %c, i32 %j
+  %v = load i32, ptr addrspace(1) %pa
+  %w = add i32 %v, %gid
+  store i32 %w, ptr addrspace(1) %pc
+  ret void
+}
+"""
+
+# flat (generic) accesses, per lane into LDS or global memory (a select the compiler cannot resolve), and all-global
+FLAT_LDS = """
+@tile = internal addrspace(3) global [256 x i32] undef, align 4
+define amdgpu_kernel void @flatlds(ptr %g, ptr %out, i32 %k) {
+entry:""" + K.GID_X + """
+  %p3 = getelementptr [256 x i32], ptr addrspace(3) @tile, i32 0, i32 %tid
+  %pl = addrspacecast ptr addrspace(3) %p3 to ptr
+  %pg = getelementptr i32, ptr %g, i32 %gid
+  %bit = and i32 %gid, %k
+  %local = icmp ne i32 %bit, 0
+  %p = select i1 %local, ptr %pl, ptr %pg
+  store i32 %gid, ptr %p
+  call void @llvm.amdgcn.s.barrier()
+  %r = sub i32 255, %tid
+  %q3 = getelementptr [256 x i32], ptr addrspace(3) @tile, i32 0, i32 %r
+  %ql = addrspacecast ptr addrspace(3) %q3 to ptr
+  %q = select i1 %local, ptr %ql, ptr %pg
+  %v = load i32, ptr %q
+  %po = getelementptr i32, ptr %out, i32 %gid
+  store i32 %v, ptr %po
+  ret void
+}
+"""
+
+
+def special_floats(n: int, seed: int) -> np.ndarray:
+    """uint32 [n]: random bit patterns, a third of them NaNs, infinities, denormals, zeros and normals near 1."""
+    r = np.random.default_rng(seed)
+    bits = r.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    specials = np.array([0x7FC00000, 0xFFC00001, 0x7F800001, 0x7FA5A5A5, 0x7F800000, 0xFF800000, 0x00000001,
+                         0x807FFFFF, 0x00400000, 0x00000000, 0x80000000, 0x3F800000, 0xBF800001, 0x7F7FFFFF],
+                        np.uint32)
+    pick = r.random(n) < 0.35
+    bits[pick] = r.choice(specials, int(pick.sum()))
+    near = r.random(n) < 0.25  # ordinary values too, so arithmetic paths see normal results
+    bits[near] = r.random(int(near.sum()), np.float32).view(np.uint32) | np.uint32(0x3F800000)
+    return bits
+
+
+class Recorder:
+    """The final register state of every batch of waves a dispatch ran (ShaderCore._launch wrapped)."""
+
+    def __init__(self, monkeypatch):
+        self.states: list = []
+        launch = core.ShaderCore._launch
+
+        def recording(core_self, *args, **kwargs):
+            W = launch(core_self, *args, **kwargs)
+            self.states.append(W)
+            return W
+        monkeypatch.setattr(core.ShaderCore, "_launch", recording)
+
+    def snapshot(self) -> list[dict[str, np.ndarray]]:
+        return [{"v": W.v.copy(), "s": W.s.copy(), "scc": W.scc.copy(), "pc": W.pc.copy(), "alive": W.alive.copy(),
+                 "lds": W.lds.copy(), "mode": W.mode.copy()} for W in self.states]
+
+
+def run_kernel(monkeypatch, target: str, ir: str, name: str, buffers: list[np.ndarray], scalars: list[int],
+               gsize, lsize, on: bool, rounds: int = 1):
+    """Run the kernel on a fresh device with the fast paths on or off: (buffers after, register snapshots, faults)."""
+    monkeypatch.setattr(fast, "enabled", on)
+    rec = Recorder(monkeypatch)
+    dev = open_device("sim", target=target)
+    try:
+        prog = dev.load_program(compile_llvm(ir + K.DECLS, dev.target), name)
+        bufs = []
+        for data in buffers:
+            b = dev.alloc(data.nbytes)
+            b.view[:] = data.view(np.uint8)
+            bufs.append(b)
+        error = None
+        for _ in range(rounds):  # a second round runs the instructions compiled in the first
+            done = dev.new_signal(0)
+            try:
+                dev.compute_queue().exec(prog, bufs + scalars, gsize, lsize).signal(done, 1).submit()
+                done.wait(1, timeout_ms=20_000)
+            except Exception as e:  # a fault: its text is part of what both paths must agree on
+                error = f"{type(e).__name__}: {e}"
+                break
+        gpu = dev.os.system.gpus[dev.index]
+        faults = [str(f) for f in gpu.faults]
+        out = [np.array(b.view).copy() for b in bufs]
+        return out, rec.snapshot(), faults, error
+    finally:
+        dev.close()
+        monkeypatch.setattr(core.ShaderCore, "_launch", core.ShaderCore._launch)
+
+
+def assert_same(general, fastrun):
+    (out_g, regs_g, faults_g, err_g), (out_f, regs_f, faults_f, err_f) = general, fastrun
+    assert err_f == err_g
+    assert faults_f == faults_g
+    assert len(out_f) == len(out_g)
+    for i, (g, f) in enumerate(zip(out_g, out_f)):
+        assert np.array_equal(g, f), f"buffer {i}: {np.count_nonzero(g != f)} bytes differ"
+    assert len(regs_f) == len(regs_g) and regs_g
+    for k, (g, f) in enumerate(zip(regs_g, regs_f)):
+        for key in g:
+            assert np.array_equal(g[key], f[key]), f"batch {k}: {key} differs"
+
+
+def both(monkeypatch, *args, **kwargs):
+    general = run_kernel(monkeypatch, *args, on=False, **kwargs)
+    fastrun = run_kernel(monkeypatch, *args, on=True, **kwargs)
+    return general, fastrun
+
+
+@pytest.fixture(params=[64, 192], ids=["chunk64", "chunk192"])
+def small_chunks(request, monkeypatch):
+    """Chunks of 1-6 waves, so a few hundred work items run in several chunks with a remainder."""
+    monkeypatch.setattr(core, "CHUNK_LANES", request.param)
+    monkeypatch.setattr(lanemem, "RUN_LANES", 2)  # the one-slice path for runs of addresses, at these sizes too
+    return request.param
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_mixed_float_and_integer_kernel_with_partial_exec(monkeypatch, small_chunks, target):
+    n = 1000  # not a multiple of the group: the last wave is partial too
+    a, b = special_floats(1024, 1), special_floats(1024, 2)
+    c, d = np.full(1024, 0xDEADBEEF, np.uint32), np.full(1024, 0xCAFEF00D, np.uint32)
+    general, fastrun = both(monkeypatch, target, MIX, "mix", [a, b, c, d], [n], 1024, 128, rounds=2)
+    assert_same(general, fastrun)
+    assert not general[2] and general[3] is None
+    assert np.count_nonzero(general[0][2].view(np.uint32) != 0xDEADBEEF) > 900  # the kernel did write
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_lds_matmul_with_barriers(monkeypatch, small_chunks, target):
+    m = 32
+    A, B = special_floats(m * m, 3), special_floats(m * m, 4)
+    general, fastrun = both(monkeypatch, target, K.MATMUL, "matmul", [A, B, np.zeros(m * m, np.uint32)], [m],
+                            (m, m), (16, 16))
+    assert_same(general, fastrun)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_copy_of_16_byte_items(monkeypatch, small_chunks, target):
+    n = 700
+    src = np.random.default_rng(5).integers(0, 1 << 32, 4 * 768, dtype=np.uint64).astype(np.uint32)
+    dst = np.zeros(4 * 768, np.uint32)
+    general, fastrun = both(monkeypatch, target, COPY, "copy", [src, dst], [n], 768, 256)
+    assert_same(general, fastrun)
+    assert np.array_equal(general[0][1].view(np.uint32)[:4 * n], src[:4 * n])
+
+
+@pytest.mark.parametrize("bad", [3, 600])
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_faulting_store_writes_no_lane_on_either_path(monkeypatch, small_chunks, target, bad):
+    """One lane's address is unmapped: the store faults and no lane of it wrote, whichever chunk holds that lane."""
+    a = np.full(1024, 0x5A5A5A5A, np.uint32)
+    general, fastrun = both(monkeypatch, target, FAULT, "fault", [a], [bad], 1024, 256)
+    assert_same(general, fastrun)
+    assert general[3] is not None or general[2]  # it did fault
+    assert np.all(general[0][0].view(np.uint32) == 0x5A5A5A5A)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_addresses_that_only_look_like_a_run(monkeypatch, small_chunks, target):
+    a = np.random.default_rng(6).integers(0, 1 << 32, 1024, dtype=np.uint64).astype(np.uint32)
+    c = np.zeros(1024, np.uint32)
+    general, fastrun = both(monkeypatch, target, SWAP, "swap", [a, c], [], 1024, 256)
+    assert_same(general, fastrun)
+    got, j = general[0][1].view(np.uint32), np.arange(1024)
+    j = j + (j % 32 == 5) - (j % 32 == 6)
+    assert np.array_equal(got[j], a[j] + np.arange(1024, dtype=np.uint32))
+
+
+@pytest.mark.parametrize("k", [1, 0], ids=["some-lanes-lds", "all-global"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_flat_accesses_to_lds_and_global_memory(monkeypatch, small_chunks, target, k):
+    g, out = np.full(1024, 7, np.uint32), np.zeros(1024, np.uint32)
+    general, fastrun = both(monkeypatch, target, FLAT_LDS, "flatlds", [g, out], [k], 1024, 256)
+    assert_same(general, fastrun)
+    assert not general[2] and general[3] is None
