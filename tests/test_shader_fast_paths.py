@@ -295,3 +295,39 @@ def test_flat_accesses_to_lds_and_global_memory(monkeypatch, small_chunks, targe
     general, fastrun = both(monkeypatch, target, FLAT_LDS, "flatlds", [g, out], [k], 1024, 256)
     assert_same(general, fastrun)
     assert not general[2] and general[3] is None
+
+
+def _store_constant(k: int) -> list[int]:
+    """gfx1100: v_mov_b32 v1, k (literal); v_mov_b32 v2, 0; global_store_b32 v2, v1, s[0:1]; s_endpgm."""
+    return [0x7E0202FF, k, 0x7E040280, 0xDC6A0000, 0x00000102, 0xBFB00000]
+
+
+def _run_rewritten(on: bool) -> list[int]:
+    """One wave at the same code address, its literal rewritten in place before each dispatch (and once the same
+    bytes again): the value each dispatch stored."""
+    from hcqsim import EmulatedGPU, pm4
+    from hcqsim.registers import REGS, initiator
+    fast.enabled = on
+    try:
+        with EmulatedGPU(seed=0) as g:
+            code, out = g.alloc(4096, executable=True), g.alloc(4096)
+            got = []
+            for k in (5, 6, 6, 0x7F800001, 5):
+                code.u32()[:6] = _store_constant(k)
+                g.compute_queue().submit(
+                    pm4.acquire_mem("gfx11", gli_inv=1, glv_inv=1, gl1_inv=1, gl2_inv=1)
+                    + pm4.set_sh_reg(REGS["COMPUTE_PGM_LO"], [code.va >> 8 & 0xFFFFFFFF, code.va >> 40])
+                    + pm4.set_sh_reg(REGS["COMPUTE_PGM_RSRC1"], [0, 2 << 1])
+                    + pm4.set_sh_reg(REGS["COMPUTE_USER_DATA_0"], [out.va & 0xFFFFFFFF, out.va >> 32])
+                    + pm4.set_sh_reg(REGS["COMPUTE_NUM_THREAD_X"], [32, 1, 1])
+                    + pm4.dispatch_direct(1, 1, 1, initiator(compute_shader_en=1, force_start_at_000=1, cs_w32_en=1)))
+                got.append(int(out.u32()[0]))
+                assert not g.faults
+            return got
+    finally:
+        fast.enabled = True
+
+
+def test_the_fetch_fast_path_sees_code_rewritten_at_the_same_address():
+    """The fetch reuses the closure last run at a PC only while the code bytes there are the same."""
+    assert _run_rewritten(False) == _run_rewritten(True) == [5, 6, 6, 0x7F800001, 5]

@@ -19,6 +19,7 @@ order and issues every wave at the lowest PC together, in wave order.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 
 import numpy as np
@@ -92,6 +93,7 @@ class ShaderCore:
         self.arch = arch or gpu.target.name
         self._compiled = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> closure, across dispatches (LRU)
         self._polls = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> (instruction, address function)
+        self._recent: dict = {}  # fast path: (pc, lanes, vgprs, acc) -> (the 16 code bytes, closure) last run there
         self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "lane_instructions": 0, "issue_steps": 0}
         self.max_kernel_steps = MAX_KERNEL_STEPS
         # periods of a loop that only counts (memory unchanged) before it is reported as a spin; None: never
@@ -234,6 +236,24 @@ class ShaderCore:
                               f"of them can arrive")
 
     def instruction(self, pc: int, W: Waves, ctx: Context, d: Dispatch):
+        if self._fetch is None and fast.enabled:  # fast path: the code bytes unchanged since this pc last ran
+            m = self.gpu.memory.find(pc)
+            if m is not None and m.executable and m.readable and pc + 4 <= m.end:
+                code = ctypes.string_at(pc + m.shift, min(FETCH_BYTES, m.end - pc))  # what memory.read gives
+                hit = self._recent.get((pc, W.lanes, W.vgprs, getattr(ctx, "accum_offset", 0)))
+                if hit is not None and hit[0] == code:
+                    return hit[1]
+        run = self._instruction(pc, W, ctx, d)
+        if self._fetch is None:
+            if len(self._recent) >= self._compiled.capacity:
+                self._recent.clear()
+            m = self.gpu.memory.find(pc)
+            self._recent[(pc, W.lanes, W.vgprs, getattr(ctx, "accum_offset", 0))] = (
+                self.gpu.memory.read(pc, min(FETCH_BYTES, m.end - pc)), run)
+        return run
+
+    def _instruction(self, pc: int, W: Waves, ctx: Context, d: Dispatch):
+        """The general fetch: check, read, look up or decode and compile."""
         mem = self.gpu.memory
         try:
             mem.check(pc, 4, "execute")
