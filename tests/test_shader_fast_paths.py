@@ -331,3 +331,44 @@ def _run_rewritten(on: bool) -> list[int]:
 def test_the_fetch_fast_path_sees_code_rewritten_at_the_same_address():
     """The fetch reuses the closure last run at a PC only while the code bytes there are the same."""
     assert _run_rewritten(False) == _run_rewritten(True) == [5, 6, 6, 0x7F800001, 5]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_one_wave_kernels(monkeypatch, target):
+    """One wave (the one-wave fast paths: scalar loads from Python addresses, cached all-lanes EXEC, no carry
+    work for null destinations), twice on one device (the second time through the fetch fast path)."""
+    lanes = LANES[target]
+    a, b = special_floats(lanes, 7), special_floats(lanes, 8)
+    c, d = np.full(lanes, 0xDEADBEEF, np.uint32), np.full(lanes, 0xCAFEF00D, np.uint32)
+    for n in (lanes, lanes - 3):  # every lane, then a partial EXEC
+        general, fastrun = both(monkeypatch, target, MIX, "mix", [a, b, c, d], [n], lanes, lanes, rounds=2)
+        assert_same(general, fastrun)
+    src = np.random.default_rng(9).integers(0, 1 << 32, 4 * lanes, dtype=np.uint64).astype(np.uint32)
+    general, fastrun = both(monkeypatch, target, COPY, "copy", [src, np.zeros_like(src)], [lanes], lanes, lanes,
+                            rounds=2)
+    assert_same(general, fastrun)
+    assert np.array_equal(general[0][1].view(np.uint32), src)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_trailing_partial_workgroup(monkeypatch, small_chunks, target):
+    """A grid that is no multiple of the group: the last group is partial (its own thread layout and EXEC)."""
+    a, b = special_floats(1024, 10), special_floats(1024, 11)
+    c, d = np.full(1024, 0xDEADBEEF, np.uint32), np.full(1024, 0xCAFEF00D, np.uint32)
+    for gsize, lsize in ((1000, 128), (40, 64)):  # several groups, then one partial group alone
+        general, fastrun = both(monkeypatch, target, MIX, "mix", [a, b, c, d], [1024], gsize, lsize)
+        assert_same(general, fastrun)
+        assert np.all(general[0][3].view(np.uint32)[gsize:] == 0xCAFEF00D)
+        assert not np.any(general[0][3].view(np.uint32)[:gsize] == 0xCAFEF00D)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_one_workgroup_per_batch(monkeypatch, target):
+    """Batches of one workgroup (BATCH_BYTES tiny): each batch's group ids come from its own position (x, y)."""
+    monkeypatch.setattr(core, "BATCH_BYTES", 1)
+    m = 48
+    A, B = special_floats(m * m, 12), special_floats(m * m, 13)
+    general, fastrun = both(monkeypatch, target, K.MATMUL, "matmul", [A, B, np.zeros(m * m, np.uint32)], [m],
+                            (m, m), (16, 16))
+    assert_same(general, fastrun)
+    assert len(general[1]) == 9  # one batch per group

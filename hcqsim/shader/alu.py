@@ -488,6 +488,8 @@ def _bitrev32(a):
 def _add_co(a, b, ci):
     a, b = np.asarray(a, U32), np.asarray(b, U32)  # 32-bit wrapping sums: a carry is a sum below its addend
     s = a + b
+    if ci is None:  # no carry in (the shader core's fast path): the same as adding a zero one
+        return s, s < a
     t = s + np.asarray(ci).astype(U32)
     return t, (s < a) | (t < s)
 
@@ -495,6 +497,8 @@ def _add_co(a, b, ci):
 def _sub_co(a, b, ci):
     a, b = np.asarray(a, U32), np.asarray(b, U32)  # 32-bit wrapping differences: a borrow is a subtrahend too big
     d = a - b
+    if ci is None:  # no borrow in (fast path)
+        return d, a < b
     c = np.asarray(ci).astype(U32)
     return d - c, (a < b) | (d < c)
 

@@ -60,6 +60,8 @@ def _group_ids(groups: tuple[int, int, int], first: int, n: int) -> np.ndarray:
     gx, gy, _ = groups
     x0, rest = divmod(first, gx)[::-1]
     y0, z0 = rest % gy, rest // gy
+    if n == 1 and fast.enabled:  # fast path: one group, its ids as they are
+        return np.array([[x0, y0, z0]], np.int64)
     local = np.arange(n, dtype=np.int64) + x0
     ylin = local // gx + y0
     return np.stack([local % gx, ylin % gy, ylin // gy + z0], axis=1)
@@ -201,12 +203,18 @@ class ShaderCore:
         # last in a dimension with a trailing partial group are smaller (at most 7 other layouts)
         full = np.array(d.group_size, np.int64)
         ids, valid = _layout_of(tuple(int(x) for x in d.group_size), wpg, lanes)
-        W.v[:, 0] = np.tile(ids, (len(batch), 1))
-        valid = np.tile(valid, (len(batch), 1))
-        partial = np.array(d.partial_size, np.int64)
-        short = (batch == np.array(d.groups, np.int64) - 1) & (partial > 0)  # [groups, 3]
-        odd = np.nonzero(short.any(axis=1))[0]
-        if odd.size:
+        if len(batch) == 1 and fast.enabled:  # fast path: one group, nothing to tile
+            W.v[:, 0] = ids
+            valid = valid.copy()
+        else:
+            W.v[:, 0] = np.tile(ids, (len(batch), 1))
+            valid = np.tile(valid, (len(batch), 1))
+        odd = ()
+        if any(d.partial_size) or not fast.enabled:  # fast path: no partial groups, none to look for
+            partial = np.array(d.partial_size, np.int64)
+            short = (batch == np.array(d.groups, np.int64) - 1) & (partial > 0)  # [groups, 3]
+            odd = np.nonzero(short.any(axis=1))[0]
+        if len(odd):
             for pattern in np.unique(short[odd], axis=0):
                 members = odd[(short[odd] == pattern).all(axis=1)]
                 rows = (members[:, None] * wpg + np.arange(wpg)).ravel()
@@ -351,6 +359,7 @@ def _classify(run) -> None:
     run.writes = not local and any(p in name for p in _WRITES)
     run.loads = not local and any(p in name for p in _POLLS)
     run.chunked = getattr(run, "chunked", None)  # a memory-writing instruction's own chunked fast path, if any
+    run.syncs = bool(getattr(run, "barrier", False) or getattr(run, "ends", False))  # barriers may release after it
 
 
 class ActiveDispatch:
@@ -470,6 +479,7 @@ class ActiveDispatch:
             self.W = W
             self.spin.reset()
             self._last_issue, self._fair = np.zeros(W.n, np.int64), False
+            chunky = slots is None and bool(chunk) and W.n > chunk  # a whole-batch issue may run in chunks
             while True:
                 if W.n == 1 and W.alive[0] and not W.at_barrier[0]:  # one wave: it issues, no choice to make
                     pc = int(W.pc[0])
@@ -487,7 +497,7 @@ class ActiveDispatch:
                     self._note_poll(pc, run, W, sel)
                 changes = self._changes[0]
                 try:
-                    big = slots is None and chunk and W.n > chunk and w.__class__ is slice
+                    big = chunky and w.__class__ is slice
                     if big and not run.writes:
                         _run_chunked(run, W, chunk)
                     elif big and run.chunked is not None and run.chunked(W, chunk):
@@ -513,7 +523,7 @@ class ActiveDispatch:
                     EPOCH[0] += 1  # memory changed (watched: only a store that changed bytes counts)
                     self.changed_at = self.steps
                     self.spin.wrote()
-                if getattr(run, "barrier", False) or getattr(run, "ends", False):
+                if run.syncs:
                     core._release_barriers(W)
                 if self.steps > core.max_kernel_steps:
                     raise RunawayStop(f"{ctx.kernel}: more than {core.max_kernel_steps} issue steps; the kernel does "

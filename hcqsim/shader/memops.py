@@ -26,8 +26,23 @@ def compile_smem(instr: Instr, ctx: Context) -> Run:
     soff = f["soffset"]
     space = ctx.space
     mem = cached.scalar(instr, ctx)  # lanemem itself when the memory model is off
+    plain, null = mem is lanemem, ctx.null
 
     def run(W, w):
+        if plain and W.n == 1 and fast.enabled:  # fast path: one wave, its address in Python ints
+            row = W.s[0]
+            addr = ((int(row[base_reg]) | int(row[base_reg + 1]) << 32) + offset) & _MASK64
+            if soff != null:
+                addr = (addr + int(row[soff])) & _MASK64
+            addr &= ~3
+            m = space.find(addr)
+            if m is not None and m.readable and addr + 4 * n <= m.end:  # else the general path checks / faults
+                first = (addr - m.start) >> 2
+                W.s[0, dst:dst + n] = lanemem._view32(m)[first:first + n]
+                if dst <= EXEC + 1 and EXEC < dst + n:
+                    W.exec_written()
+                step(W, w)
+                return
         base = W.s[w, base_reg].astype(U64) | W.s[w, base_reg + 1].astype(U64) << U64(32)
         addr = base + U64(offset & 0xFFFFFFFFFFFFFFFF)
         if soff != ctx.null:
@@ -39,6 +54,9 @@ def compile_smem(instr: Instr, ctx: Context) -> Run:
             W.exec_written()
         step(W, w)
     return run
+
+
+_MASK64 = (1 << 64) - 1
 
 
 def _flat_address(instr: Instr, ctx: Context) -> Callable:
@@ -200,7 +218,7 @@ _ALL = slice(None)
 
 def scatter_dwords(W: Waves, w, dst: int, lanes: np.ndarray, values: np.ndarray) -> None:
     """Write [active, ndw] dwords to VGPRs dst.. of the active lanes."""
-    if lanes.all():  # every lane active: the values are the registers' rows, in lane order
+    if W.all_lanes(lanes):  # every lane active: the values are the registers' rows, in lane order
         for i in range(values.shape[1]):
             W.v[w, dst + i] = values[:, i].reshape(lanes.shape)
         return

@@ -11,6 +11,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import EngineError, UnsupportedError
+from . import fast
 from . import formats as fm
 from .alu import DTYPES, U16, U32, U64, WIDTH
 from .decoder import Instr
@@ -190,10 +191,10 @@ def vdst_writer(ctx: Context, instr: Instr, reg: int, typ: str, hi: bool = False
         raise ctx.unsupported(instr, f"writes v{reg}, beyond the {ctx.vgprs} VGPRs the kernel allocated")
     if bits == 64:
         def write64(W, w, value, lanes):
-            u = np.broadcast_to(np.asarray(value).view(U64) if np.asarray(value).dtype.itemsize == 8
-                                else np.asarray(value).astype(U64), lanes.shape)
+            u = bcast(np.asarray(value).view(U64) if np.asarray(value).dtype.itemsize == 8
+                      else np.asarray(value).astype(U64), lanes.shape)
             lo, hi = u.astype(U32), (u >> U64(32)).astype(U32)  # astype keeps the low 32 bits
-            if lanes.all():
+            if W.all_lanes(lanes):
                 W.v[w, reg], W.v[w, reg + 1] = lo, hi
             else:
                 W.v[w, reg] = np.where(lanes, lo, W.v[w, reg])
@@ -210,11 +211,19 @@ def vdst_writer(ctx: Context, instr: Instr, reg: int, typ: str, hi: bool = False
     def write32(W, w, value, lanes):
         v = np.asarray(value)
         u = v.view(U32) if v.dtype.itemsize == 4 else v.astype(U32)
-        if lanes.all():  # every lane active (the common case): a plain store, no merge with the old value
+        if W.all_lanes(lanes):  # every lane active (the common case): a plain store, no merge with the old value
             W.v[w, reg] = u
         else:
             W.v[w, reg] = np.where(lanes, u, W.v[w, reg])
     return write32
+
+
+def bcast(x, shape):
+    """`np.broadcast_to(x, shape)`, for callers that only read the result; an array of that shape already is
+    returned as it is (fast path: broadcast_to costs microseconds per call)."""
+    if fast.enabled and getattr(x, "shape", None) == shape:
+        return x
+    return np.broadcast_to(x, shape)
 
 
 def float_post(typ: str, clamp: int, omod: int, dx10_clamp: bool = True) -> Callable | None:
@@ -238,7 +247,10 @@ def float_post(typ: str, clamp: int, omod: int, dx10_clamp: bool = True) -> Call
 def advance(size: int):
     s = np.int64(size)
     def step(W, w):
-        W.pc[w] += s
+        if W.n == 1 and fast.enabled:  # fast path: one wave (any selection is that wave), an element update
+            W.pc[0] += s
+        else:
+            W.pc[w] += s
     return step
 
 

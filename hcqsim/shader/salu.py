@@ -5,7 +5,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import alu, fpmode
+from . import alu, fast, fpmode
 from . import formats as fm
 from .alu import U32, U64
 from .decoder import Instr, sext
@@ -257,7 +257,10 @@ def compile_sopp(instr: Instr, ctx: Context) -> Run:
     target = np.int64(4 + 4 * sext(imm, 16))
     if name == "s_branch":
         def run(W, w):
-            W.pc[w] += target
+            if W.n == 1 and fast.enabled:  # fast path: one wave, an element update
+                W.pc[0] += target
+            else:
+                W.pc[w] += target
         return run
     cond = {
         "s_cbranch_scc0": lambda W, w: ~W.scc[w], "s_cbranch_scc1": lambda W, w: W.scc[w],
@@ -270,5 +273,8 @@ def compile_sopp(instr: Instr, ctx: Context) -> Run:
     fallthrough = np.int64(instr.size)
 
     def run(W, w):
-        W.pc[w] += np.where(cond(W, w), target, fallthrough)
+        if W.n == 1 and fast.enabled:  # fast path: one wave, an element update
+            W.pc[0] += target if cond(W, w)[0] else fallthrough
+        else:
+            W.pc[w] += np.where(cond(W, w), target, fallthrough)
     return run

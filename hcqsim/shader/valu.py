@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import alu, crosslane, dpp, fpmode, matrix, sdwa
+from . import alu, crosslane, dpp, fast, fpmode, matrix, sdwa
 from . import formats as fm
 from . import formats_gfx9 as fg9
 from .alu import DTYPES, U16, U32, U64, WIDTH
 from . import fpmath
 from .decoder import Instr
-from .operands import (Context, Run, advance, float_post, source_modifiers, check_no_int_modifiers, true16,
+from .operands import (Context, Run, advance, bcast, float_post, source_modifiers, check_no_int_modifiers, true16,
                        vdst_writer, vsrc)
 from .waves import EXEC, VCC
 
@@ -368,7 +368,7 @@ def _compile_vcmp(instr: Instr, ctx: Context, typ: str, pred, writes_exec: bool,
 
     def run(W, w):
         (a, b), lanes = gather(W, w)
-        result = np.broadcast_to(pred(a, b), lanes.shape) & lanes  # inactive lanes read 0
+        result = bcast(pred(a, b), lanes.shape) & lanes  # inactive lanes read 0
         if also is not None:
             W.set_mask(w, also, result)
         W.set_mask(w, dst, result)
@@ -397,13 +397,16 @@ def _compile_carry(instr: Instr, ctx: Context) -> Run:
         (a, b), lanes = gather(W, w)
         if swap:
             a, b = b, a
-        ci = W.lanes_of(w, cin) if cin is not None else np.zeros(lanes.shape, bool)
+        if cin is not None:
+            ci = W.lanes_of(w, cin)
+        else:  # no carry in: zero (fast path: the function skips adding it)
+            ci = None if fast.enabled else np.zeros(lanes.shape, bool)
         value, carry = fn(a, b, ci)
         if clamp is not None:
             value = clamp(value, carry)
         write(W, w, value, lanes)
         if cout != ctx.null:
-            W.set_mask(w, cout, np.broadcast_to(carry, lanes.shape) & lanes)
+            W.set_mask(w, cout, bcast(carry, lanes.shape) & lanes)
         step(W, w)
     return run
 
@@ -425,14 +428,16 @@ def _compile_mad64(instr: Instr, ctx: Context) -> Run:
             prod = a.astype(np.int64) * b.astype(np.int64)  # exact: |a*b| <= 2^62
             with np.errstate(over="ignore"):
                 total = prod + c
-            overflow = (np.signbit(prod) == np.signbit(c)) & (np.signbit(total) != np.signbit(c))
             value = np.asarray(total).view(U64)
-            carry = np.broadcast_to(np.where(overflow, np.signbit(c), np.signbit(total)), lanes.shape)
+            carry = None
+            if cout != ctx.null or not fast.enabled:  # fast path: no carry worked out for a null destination
+                overflow = (np.signbit(prod) == np.signbit(c)) & (np.signbit(total) != np.signbit(c))
+                carry = np.broadcast_to(np.where(overflow, np.signbit(c), np.signbit(total)), lanes.shape)
         else:
             prod = a.astype(U64) * b.astype(U64)
             value = prod + c
-            carry = np.broadcast_to(value < prod, lanes.shape)
-        write(W, w, np.broadcast_to(value, lanes.shape), lanes)
+            carry = np.broadcast_to(value < prod, lanes.shape) if cout != ctx.null or not fast.enabled else None
+        write(W, w, bcast(value, lanes.shape), lanes)
         if cout != ctx.null:
             W.set_mask(w, cout, carry & lanes)
         step(W, w)

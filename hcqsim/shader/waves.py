@@ -19,6 +19,7 @@ import sys
 
 import numpy as np
 
+from . import fast
 from . import formats as fm
 
 VCC, EXEC, M0, NULL = fm.VCC_LO, fm.EXEC_LO, fm.M0, fm.NULL
@@ -40,6 +41,7 @@ class Waves:
         self.lane_ids = np.arange(lanes, dtype=np.uint64)
         self.lane_bits = (np.uint64(1) << self.lane_ids).astype(np.uint64)
         self._exec_cache = None
+        self._exec_all: bool | None = None  # whether every lane of the cached EXEC is on (fast path; None: not known)
         self.mode = np.full(n, 0x3F0, np.uint32)  # MODE (fpmode): denormals kept, DX10 clamp, IEEE; launch sets it
         self.flushing = False  # some wave flushes denormals: float operations must look at `mode`
         self.scratch_base: np.ndarray | None = None  # uint64 [waves]: each wave's private segment
@@ -79,12 +81,20 @@ class Waves:
         return self.lanes_of(w, EXEC)
 
     def exec_written(self) -> None:
-        self._exec_cache = None
+        self._exec_cache = self._exec_all = None
+
+    def all_lanes(self, lanes: np.ndarray) -> bool:
+        """`lanes.all()`; for the cached EXEC of the whole batch (fast path) worked out once per EXEC value."""
+        if lanes is self._exec_cache and fast.enabled:
+            if self._exec_all is None:
+                self._exec_all = bool(lanes.all())
+            return self._exec_all
+        return bool(lanes.all())
 
     def set_mask(self, w, reg: int, lanes: np.ndarray) -> None:
         """Write bool [nw, lanes] as a lane mask into SGPR reg (and reg+1 for wave64)."""
         if reg in (EXEC, EXEC + 1):
-            self._exec_cache = None
+            self._exec_cache = self._exec_all = None
         if _LITTLE:  # lane i -> bit i, packed into the register's dwords
             dwords = np.packbits(lanes, axis=1, bitorder="little").view(np.uint32)
             self.s[w, reg:reg + self.lanes // 32] = dwords
