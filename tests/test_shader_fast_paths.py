@@ -372,3 +372,25 @@ def test_one_workgroup_per_batch(monkeypatch, target):
                             (m, m), (16, 16))
     assert_same(general, fastrun)
     assert len(general[1]) == 9  # one batch per group
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_fma_picks_the_same_sums_to_round_again(monkeypatch, dt):
+    """fpmath.fma's test for sums it must round through round-to-odd (ties of the narrow format, its denormal
+    range), on the bits (fast) and on the values (general): the same mask over boundaries and specials."""
+    from hcqsim.shader import fpmath
+    tiny = np.float64(2.0 ** -126 if dt == np.float32 else 2.0 ** -14)
+    r = np.random.default_rng(14)
+    edges = [0.0, -0.0, tiny, -tiny, np.nextafter(tiny, 0), -np.nextafter(tiny, 0), np.nextafter(tiny, 1),
+             5e-324, -5e-324, np.inf, -np.inf, np.nan, -np.nan, 1.0, 1.5, 2.0 ** -1022]
+    bits = r.integers(0, 1 << 64, 20000, dtype=np.uint64, endpoint=False)
+    near = (tiny * r.uniform(-2, 2, 20000)).view(np.uint64)
+    ties = (r.integers(0, 1 << 40, 2000, dtype=np.uint64) << np.uint64(29)) | np.uint64(1 << 28)
+    s = np.concatenate([np.array(edges), bits.view(np.float64), near.view(np.float64), ties.view(np.float64)])
+    with np.errstate(all="ignore"):
+        monkeypatch.setattr(fast, "enabled", False)
+        general = fpmath._needs_round_to_odd(s, dt)
+        monkeypatch.setattr(fast, "enabled", True)
+        quick = fpmath._needs_round_to_odd(s, dt)
+    assert np.array_equal(general, quick)
+    assert general.any() and not general.all()

@@ -34,6 +34,7 @@ from .matrix import acc_operands
 from .cached import InstructionFetch
 from .memops import _flat_address
 from .operands import Context, ShaderFault
+from .salu import _NOP_SOPP
 from .spin import MEMORY, RUNS, SPIN_ITERATIONS, SpinWatch
 from .waves import EXEC, Waves
 
@@ -281,6 +282,7 @@ class ShaderCore:
             if run is None:
                 run = compile_instr(instr, ctx)
                 _classify(run)
+                run.size, run.straight = instr.size, _straight(instr)
                 self._compiled[key] = run
             self._compiled[(pc, code, W.lanes, W.vgprs, acc)] = run
         return run
@@ -349,6 +351,17 @@ def _run_placed(run, W: Waves, sel: np.ndarray, slots: np.ndarray, model) -> Non
 
 # instructions whose effect depends on the CU / XCC they run on (the cache model's paths): the others run once
 _PLACED = ("global_", "flat_", "scratch_", "buffer_", "s_load", "s_buffer", "s_dcache", "s_icache", "s_gl1")
+
+
+# Formats whose instructions only ever step the PC by their size: no branch, no end, no barrier, EXEC and memory
+# aside (SOP1 holds s_setpc / s_swappc, SOPK s_call, so those are not among them; of SOPP only the no-ops are)
+_STRAIGHT = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3B", "VOP3SD", "VOP3P", "VOPD", "VOP3P_MAI", "DS", "FLAT",
+                       "GLOBAL", "SCRATCH", "SMEM", "MUBUF", "SOP2", "SOPC"})
+
+
+def _straight(instr) -> bool:
+    """Does the instruction leave every wave that issues it runnable at PC + size?"""
+    return instr.family in _STRAIGHT or (instr.family == "SOPP" and instr.mnemonic in _NOP_SOPP)
 
 
 def _classify(run) -> None:
@@ -468,6 +481,7 @@ class ActiveDispatch:
         model, slots = core.gpu.coherence, None
         # waves per chunk when a whole batch issues one instruction (`_run_chunked`); 0: never chunked
         chunk = max(1, CHUNK_LANES // self.lanes) if model is None and fast.enabled else 0
+        together = choose is None and split is None and fast.enabled  # no policy to ask which waves issue
         for start in range(0, self.n_groups, self.batch_groups):
             self.batch_ids = batch = self._batch(start)
             W = core._launch(d, self.rsrc2, batch, self.lanes, self.vgprs, self.wpg)
@@ -480,8 +494,12 @@ class ActiveDispatch:
             self.spin.reset()
             self._last_issue, self._fair = np.zeros(W.n, np.int64), False
             chunky = slots is None and bool(chunk) and W.n > chunk  # a whole-batch issue may run in chunks
+            lockstep = None  # (pc, sel, w) of the next issue when it is known without looking (`_straight`)
             while True:
-                if W.n == 1 and W.alive[0] and not W.at_barrier[0]:  # one wave: it issues, no choice to make
+                if lockstep is not None:
+                    pc, sel, w = lockstep
+                    lockstep = None
+                elif W.n == 1 and W.alive[0] and not W.at_barrier[0]:  # one wave: it issues, no choice to make
                     pc = int(W.pc[0])
                     sel, w = _FIRST_WAVE, slice(None)
                 else:
@@ -525,6 +543,11 @@ class ActiveDispatch:
                     self.spin.wrote()
                 if run.syncs:
                     core._release_barriers(W)
+                elif W.n > 1 and run.straight and together and w.__class__ is slice and not self.watching \
+                        and not self._fair and W.pc[0] == pc + run.size:
+                    # fast path: every wave issued an instruction that only steps the PC (`_straight`), so every
+                    # wave is still runnable and sits at the next PC: the issue _pick would choose
+                    lockstep = (pc + run.size, sel, w)
                 if self.steps > core.max_kernel_steps:
                     raise RunawayStop(f"{ctx.kernel}: more than {core.max_kernel_steps} issue steps; the kernel does "
                                       f"not terminate (PC +0x{pc - d.pgm_addr:x}, {run.text}). Raise "

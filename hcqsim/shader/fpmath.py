@@ -19,6 +19,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from . import fast
+
 F16, F32, F64 = np.float16, np.float32, np.float64
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 _SINT = {2: np.int16, 4: np.int32, 8: np.int64}
@@ -99,7 +101,9 @@ def round_to_odd_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """a * b + c with a single rounding, in the inputs' dtype (f16, f32 or f64)."""
-    a, b, c = np.broadcast_arrays(*(np.asarray(v) for v in (a, b, c)))
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    if not (fast.enabled and a.shape == b.shape == c.shape):  # fast path: shapes that need no broadcasting
+        a, b, c = np.broadcast_arrays(a, b, c)
     dt = np.result_type(a, b, c)
     with np.errstate(all="ignore"):
         if dt == F64:
@@ -110,12 +114,23 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         # RN(RN64(x)) == RN(x) unless RN64(x) is exactly a tie of the narrow format (a tie is representable in
         # float64, so none lies strictly between x and RN64(x)). Ties are rare: only their lanes, and results
         # in the narrow format's denormal range, take the round-to-odd path.
-        drop, tiny = (29, 2.0 ** -126) if dt == F32 else (42, 2.0 ** -14)
-        low = s.view(np.uint64) & np.uint64((1 << drop) - 1)
-        slow = (low == np.uint64(1 << (drop - 1))) | ((np.abs(s) < tiny) & (s != 0))  # a zero sum is exact
+        slow = _needs_round_to_odd(s, dt)
         if slow.any():
             s = np.where(slow, round_to_odd_sum(p, c64), s)
         return s.astype(dt)
+
+
+def _needs_round_to_odd(s, dt) -> np.ndarray:
+    """The float64 sums `s` that `fma` rounds again through round_to_odd_sum: exact ties of the narrow format `dt`
+    and results in its denormal range (0 < |s| < its smallest normal; a zero sum is exact)."""
+    drop, tiny = (29, 2.0 ** -126) if dt == F32 else (42, 2.0 ** -14)
+    bits = s.view(np.uint64)
+    low = bits & np.uint64((1 << drop) - 1)
+    if fast.enabled:  # fast path: the same test on the bits, 0 < |s| < tiny as |s|'s bits - 1 < tiny's - 1 (unsigned)
+        magnitude = bits & np.uint64(0x7FFFFFFFFFFFFFFF)
+        return (low == np.uint64(1 << (drop - 1))) | (
+            magnitude - np.uint64(1) < np.uint64(np.float64(tiny).view(np.uint64) - np.uint64(1)))
+    return (low == np.uint64(1 << (drop - 1))) | ((np.abs(s) < tiny) & (s != 0))
 
 
 _SPLIT = F64(134217729.0)  # 2^27 + 1

@@ -147,7 +147,7 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
         src, ndw = f["data"], max(1, nbytes // 4)
 
         def dwords(W, w, lanes):
-            regs = np.stack([W.v[w, src + i] for i in range(ndw)], axis=-1)[lanes]  # [active, ndw]
+            regs = _active(W, np.stack([W.v[w, src + i] for i in range(ndw)], axis=-1), lanes)  # [active, ndw]
             return regs.astype(U32).view(np.uint8).reshape(-1, 4 * ndw)[:, :nbytes]
         return _store_run(address, flat, space, step, dwords, mem, nbytes)
     if op.startswith("atomic_"):
@@ -160,7 +160,7 @@ def _load_run(address: Callable, flat: bool, space, step: Callable, nbytes: int,
     aperture), handed to `consume(W, w, lanes, data)` to land in registers."""
     def run(W, w):
         lanes = W.exec_lanes(w)
-        active = address(W, w)[lanes]
+        active = _active(W, address(W, w), lanes)
         data = _flat_load(W, w, lanes, space, active, nbytes, mem) if flat else mem.load(space, active, nbytes)
         consume(W, w, lanes, data)
         step(W, w)
@@ -172,7 +172,7 @@ def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Ca
     """A store: `payload(W, w, lanes)` gives the active lanes' bytes, written at their addresses."""
     def run(W, w):
         lanes = W.exec_lanes(w)
-        addrs = address(W, w)[lanes]
+        addrs = _active(W, address(W, w), lanes)
         data = payload(W, w, lanes)
         if flat:
             _flat_store(W, w, lanes, space, addrs, data, mem)
@@ -204,7 +204,7 @@ def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Ca
             for start in range(0, W.n, chunk):
                 part = slice(start, start + chunk)
                 lanes = every[part]
-                addrs = address(W, part)[lanes]
+                addrs = _active(W, address(W, part), lanes)
                 if addrs.size:
                     lanemem.store_to(m, addrs, payload(W, part, lanes))
         step(W, _ALL)
@@ -214,6 +214,14 @@ def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Ca
 
 
 _ALL = slice(None)
+
+
+def _active(W: Waves, x: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+    """`x[lanes]` of an [nw, lanes, ...] array: the active lanes' rows in (wave, lane) order. Fast path: with every
+    lane on, the same rows by a reshape instead of a masked copy (callers only read the result)."""
+    if fast.enabled and W.all_lanes(lanes):
+        return x.reshape(-1, *x.shape[2:])
+    return x[lanes]
 
 
 def scatter_dwords(W: Waves, w, dst: int, lanes: np.ndarray, values: np.ndarray) -> None:
@@ -399,10 +407,10 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
 
     def lane_groups(W, w, lanes):
         g = W.group[w]
-        return np.broadcast_to(g[:, None], lanes.shape)[lanes]
+        return _active(W, np.broadcast_to(g[:, None], lanes.shape), lanes)
 
     def addresses(W, w, lanes):
-        return W.v[w, addr_reg][lanes].astype(np.int64)
+        return _active(W, W.v[w, addr_reg], lanes).astype(np.int64)
 
     if op in ("bpermute_b32", "permute_b32", "swizzle_b32"):
         return _compile_lane_shuffle(instr, ctx, op)
@@ -425,7 +433,7 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
             lanes = W.exec_lanes(w)
             g, a = lane_groups(W, w, lanes), addresses(W, w, lanes)
             for reg, off in ((d0, off0), (d1, off1)):
-                regs = np.stack([W.v[w, reg + i] for i in range(ndw)], axis=-1)[lanes]
+                regs = _active(W, np.stack([W.v[w, reg + i] for i in range(ndw)], axis=-1), lanes)
                 _lds_store(W, g, a + off * scale, np.ascontiguousarray(regs.astype(U32)).view(np.uint8).reshape(-1, width))
             step(W, w)
         return run
@@ -472,7 +480,7 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
 
         def run(W, w):
             lanes = W.exec_lanes(w)
-            regs = np.stack([W.v[w, d0 + i] for i in range(ndw)], axis=-1)[lanes]
+            regs = _active(W, np.stack([W.v[w, d0 + i] for i in range(ndw)], axis=-1), lanes)
             data = np.ascontiguousarray(regs.astype(U32)).view(np.uint8).reshape(-1, 4 * ndw)[:, :nbytes]
             _lds_store(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, np.ascontiguousarray(data))
             step(W, w)
