@@ -145,6 +145,34 @@ entry:""" + K.GID_X + """
 }
 """
 
+# LDS reads at data-chosen places, 4 dwords on (an instruction offset): with mask 31 all inside the workgroup's
+# 256 bytes, with 1023 most past its end (out-of-range LDS reads give 0); lanes off for odd work items
+LDS_GATHER = """
+@t = internal addrspace(3) global [64 x i32] undef, align 4
+define amdgpu_kernel void @ldsgather(ptr addrspace(1) %in, ptr addrspace(1) %out, i32 %mask, i32 %skip) {
+entry:""" + K.GID_X + """
+  %slot = and i32 %tid, 63
+  %pw = getelementptr [64 x i32], ptr addrspace(3) @t, i32 0, i32 %slot
+  store i32 %gid, ptr addrspace(3) %pw
+  call void @llvm.amdgcn.s.barrier()
+  %odd = and i32 %gid, %skip
+  %off = icmp ne i32 %odd, 0
+  br i1 %off, label %done, label %read
+read:
+  %pi = getelementptr i32, ptr addrspace(1) %in, i32 %gid
+  %v = load i32, ptr addrspace(1) %pi
+  %idx = and i32 %v, %mask
+  %pr = getelementptr inbounds [64 x i32], ptr addrspace(3) @t, i32 0, i32 %idx
+  %pr4 = getelementptr inbounds i32, ptr addrspace(3) %pr, i32 4
+  %x = load i32, ptr addrspace(3) %pr4
+  %po = getelementptr i32, ptr addrspace(1) %out, i32 %gid
+  store i32 %x, ptr addrspace(1) %po
+  br label %done
+done:
+  ret void
+}
+"""
+
 
 def special_floats(n: int, seed: int) -> np.ndarray:
     """uint32 [n]: random bit patterns, a third of them NaNs, infinities, denormals, zeros and normals near 1."""
@@ -394,3 +422,18 @@ def test_fma_picks_the_same_sums_to_round_again(monkeypatch, dt):
         quick = fpmath._needs_round_to_odd(s, dt)
     assert np.array_equal(general, quick)
     assert general.any() and not general.all()
+
+
+@pytest.mark.parametrize("mask, skip", [(31, 0), (1023, 0), (31, 1)], ids=["inside", "past-the-end", "lanes-off"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_lds_reads_at_data_chosen_places(monkeypatch, target, mask, skip):
+    idx = np.random.default_rng(15).integers(0, 1 << 32, 512, dtype=np.uint64).astype(np.uint32)
+    out = np.full(512, 0x12345678, np.uint32)
+    general, fastrun = both(monkeypatch, target, LDS_GATHER, "ldsgather", [idx, out], [mask, skip], 512, 64)
+    assert_same(general, fastrun)
+    got = general[0][1].view(np.uint32)
+    gid = np.arange(512)
+    place = (idx & mask) + 4
+    want = np.where(place < 64, (gid // 64) * 64 + place, 0).astype(np.uint32)
+    read = (gid & skip) == 0
+    assert np.array_equal(got[read], want[read]) and np.all(got[~read] == 0x12345678)

@@ -374,6 +374,18 @@ def _lds_load(W: Waves, groups: np.ndarray, addrs: np.ndarray, nbytes: int) -> n
     return np.where(ok[:, None], flat[idx], 0).astype(np.uint8)
 
 
+def _lds_dwords(W: Waves, w, reg: int, offset: int) -> np.ndarray | None:
+    """Fast path of a dword LDS load with every lane on: uint32 [nw, lanes], each lane's dword at VGPR `reg` +
+    `offset` of its workgroup's LDS, when every address is dword-aligned and inside it (else None: the general
+    path, which reads 0 out of range, runs instead)."""
+    size = W.lds.shape[1]
+    a = W.v[w, reg]
+    if size % 4 or offset % 4 or a.size == 0 or int(a.max()) + offset + 4 > size or (a & U32(3)).any():
+        return None
+    words = W.lds.reshape(-1).view(np.uint32)
+    return words[(W.group[w] * (size // 4) + offset // 4)[:, None] + (a >> U32(2))]
+
+
 def _lds_store(W: Waves, groups: np.ndarray, addrs: np.ndarray, data: np.ndarray) -> None:
     size = W.lds.shape[1]
     nbytes = data.shape[1]
@@ -465,6 +477,12 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
 
         def run(W, w):
             lanes = W.exec_lanes(w)
+            if nbytes == 4 and fast.enabled and W.all_lanes(lanes):
+                got = _lds_dwords(W, w, addr_reg, offset)
+                if got is not None:
+                    W.v[w, dst] = got
+                    step(W, w)
+                    return
             data = _lds_load(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, nbytes)
             if nbytes < 4:
                 dt = {1: np.int8 if signed else np.uint8, 2: np.int16 if signed else np.uint16}[nbytes]
