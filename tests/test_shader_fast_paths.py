@@ -173,6 +173,20 @@ done:
 }
 """
 
+# constant element offsets the compiler folds into the instructions' offset fields (a load and a store)
+OFFSETS = """
+define amdgpu_kernel void @offsets(ptr addrspace(1) %in, ptr addrspace(1) %out) {
+entry:""" + K.GID_X + """
+  %pi = getelementptr inbounds i32, ptr addrspace(1) %in, i32 %gid
+  %pi5 = getelementptr inbounds i32, ptr addrspace(1) %pi, i32 5
+  %v = load i32, ptr addrspace(1) %pi5
+  %po = getelementptr inbounds i32, ptr addrspace(1) %out, i32 %gid
+  %po7 = getelementptr inbounds i32, ptr addrspace(1) %po, i32 7
+  store i32 %v, ptr addrspace(1) %po7
+  ret void
+}
+"""
+
 
 def special_floats(n: int, seed: int) -> np.ndarray:
     """uint32 [n]: random bit patterns, a third of them NaNs, infinities, denormals, zeros and normals near 1."""
@@ -437,3 +451,12 @@ def test_lds_reads_at_data_chosen_places(monkeypatch, target, mask, skip):
     want = np.where(place < 64, (gid // 64) * 64 + place, 0).astype(np.uint32)
     read = (gid & skip) == 0
     assert np.array_equal(got[read], want[read]) and np.all(got[~read] == 0x12345678)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_address_offsets_in_the_instructions(monkeypatch, small_chunks, target):
+    data = np.random.default_rng(16).integers(0, 1 << 32, 1024 + 8, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros(1024 + 8, np.uint32)
+    general, fastrun = both(monkeypatch, target, OFFSETS, "offsets", [data, out], [], 1024, 256)
+    assert_same(general, fastrun)
+    assert np.array_equal(general[0][1].view(np.uint32)[7:7 + 1024], data[5:5 + 1024])

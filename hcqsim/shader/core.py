@@ -96,7 +96,7 @@ class ShaderCore:
         self.arch = arch or gpu.target.name
         self._compiled = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> closure, across dispatches (LRU)
         self._polls = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> (instruction, address function)
-        self._recent: dict = {}  # fast path: (pc, lanes, vgprs, acc) -> (the 16 code bytes, closure) last run there
+        self._recent: dict = {}  # fast path: (lanes, vgprs, acc) -> {pc: (the 16 code bytes, closure) last run there}
         self.stats = {"dispatches": 0, "waves": 0, "wave_instructions": 0, "lane_instructions": 0, "issue_steps": 0}
         self.max_kernel_steps = MAX_KERNEL_STEPS
         # periods of a loop that only counts (memory unchanged) before it is reported as a spin; None: never
@@ -193,18 +193,23 @@ class ShaderCore:
         W = Waves(n, lanes, vgprs, len(batch), max(d.lds_bytes, 4))
         user = d.user_data
         W.s[:, :len(user)] = np.array(user, np.uint32)
-        gids = np.repeat(batch, wpg, axis=0)  # [n, 3] workgroup ids
-        W.group[:] = np.repeat(np.arange(len(batch)), wpg)
+        one = len(batch) == 1 and fast.enabled  # fast path: one group (its waves' group index is 0 already)
+        if not one:
+            gids = np.repeat(batch, wpg, axis=0)  # [n, 3] workgroup ids
+            W.group[:] = np.repeat(np.arange(len(batch)), wpg)
         sgpr = len(user)
         for dim, key in enumerate(("tgid_x_en", "tgid_y_en", "tgid_z_en")):
             if rsrc2[key]:
-                W.s[:, sgpr] = (gids[:, dim] + d.start[dim]).astype(np.uint32)
+                if one:
+                    W.s[:, sgpr] = (int(batch[0, dim]) + d.start[dim]) & 0xFFFFFFFF
+                else:
+                    W.s[:, sgpr] = (gids[:, dim] + d.start[dim]).astype(np.uint32)
                 sgpr += 1
         # the threads of each workgroup: every full group has one layout, computed once and tiled; only groups
         # last in a dimension with a trailing partial group are smaller (at most 7 other layouts)
         full = np.array(d.group_size, np.int64)
         ids, valid = _layout_of(tuple(int(x) for x in d.group_size), wpg, lanes)
-        if len(batch) == 1 and fast.enabled:  # fast path: one group, nothing to tile
+        if one:  # fast path: one group, nothing to tile
             W.v[:, 0] = ids
             valid = valid.copy()
         else:
@@ -224,7 +229,12 @@ class ShaderCore:
                 valid[rows] = np.tile(ok, (len(members), 1))
         W.set_mask(slice(None), EXEC, valid)
         W.pc[:] = d.pgm_addr
-        W.set_mode(slice(None), fpmode.initial_mode(d.rsrc1))  # denormal modes are emulated (fpmode)
+        mode = fpmode.initial_mode(d.rsrc1)  # denormal modes are emulated (fpmode)
+        if fast.enabled:  # fast path: one mode for every wave, whether it flushes worked out once
+            W.mode[:] = mode
+            W.flushing = (int(mode) >> 4 & 0xF) != 0xF
+        else:
+            W.set_mode(slice(None), mode)
         return W
 
     @staticmethod
@@ -244,21 +254,30 @@ class ShaderCore:
             raise ShaderFault(f"barrier deadlock: workgroups {groups.tolist()} wait at s_barrier but not every wave "
                               f"of them can arrive")
 
-    def instruction(self, pc: int, W: Waves, ctx: Context, d: Dispatch):
+    def recent(self, W: Waves, ctx: Context) -> dict:
+        """The fetch fast path's closures for waves of this shape: pc -> (the code bytes, closure) last run there."""
+        key = (W.lanes, W.vgprs, getattr(ctx, "accum_offset", 0))
+        found = self._recent.get(key)
+        if found is None:
+            found = self._recent[key] = {}
+        return found
+
+    def instruction(self, pc: int, W: Waves, ctx: Context, d: Dispatch, recent: dict | None = None):
+        """The closure of the instruction at `pc`; `recent`: `self.recent(W, ctx)`, when the caller holds it."""
         if self._fetch is None and fast.enabled:  # fast path: the code bytes unchanged since this pc last ran
             m = self.gpu.memory.find(pc)
             if m is not None and m.executable and m.readable and pc + 4 <= m.end:
                 code = ctypes.string_at(pc + m.shift, min(FETCH_BYTES, m.end - pc))  # what memory.read gives
-                hit = self._recent.get((pc, W.lanes, W.vgprs, getattr(ctx, "accum_offset", 0)))
+                hit = (recent if recent is not None else self.recent(W, ctx)).get(pc)
                 if hit is not None and hit[0] == code:
                     return hit[1]
         run = self._instruction(pc, W, ctx, d)
         if self._fetch is None:
-            if len(self._recent) >= self._compiled.capacity:
-                self._recent.clear()
+            shape = self.recent(W, ctx)
+            if len(shape) >= self._compiled.capacity:
+                shape.clear()
             m = self.gpu.memory.find(pc)
-            self._recent[(pc, W.lanes, W.vgprs, getattr(ctx, "accum_offset", 0))] = (
-                self.gpu.memory.read(pc, min(FETCH_BYTES, m.end - pc)), run)
+            shape[pc] = (self.gpu.memory.read(pc, min(FETCH_BYTES, m.end - pc)), run)
         return run
 
     def _instruction(self, pc: int, W: Waves, ctx: Context, d: Dispatch):
@@ -494,6 +513,7 @@ class ActiveDispatch:
             self.spin.reset()
             self._last_issue, self._fair = np.zeros(W.n, np.int64), False
             chunky = slots is None and bool(chunk) and W.n > chunk  # a whole-batch issue may run in chunks
+            recent = core.recent(W, ctx)
             lockstep = None  # (pc, sel, w) of the next issue when it is known without looking (`_straight`)
             while True:
                 if lockstep is not None:
@@ -510,7 +530,7 @@ class ActiveDispatch:
                         break
                 if slots is not None:  # the fetch goes through the first selected wave's CU
                     model.slot = int(slots[sel[0]])
-                run = core.instruction(pc, W, ctx, d)
+                run = core.instruction(pc, W, ctx, d, recent)
                 if self.watching and run.loads and self.spin.armed:  # only in a write-free stretch
                     self._note_poll(pc, run, W, sel)
                 changes = self._changes[0]

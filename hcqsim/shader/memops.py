@@ -66,7 +66,10 @@ def _flat_address(instr: Instr, ctx: Context) -> Callable:
     addr, saddr = f["addr"], f["saddr"]
     if saddr in (ctx.null, 0x7F) or instr.family == "FLAT":  # 64-bit address in a VGPR pair
         def get(W, w):
-            return (W.v[w, addr].astype(U64) | W.v[w, addr + 1].astype(U64) << U64(32)) + U64(offset & (2 ** 64 - 1))
+            pair = W.v[w, addr].astype(U64) | W.v[w, addr + 1].astype(U64) << U64(32)
+            if offset == 0 and fast.enabled:  # fast path: nothing to add
+                return pair
+            return pair + U64(offset & (2 ** 64 - 1))
         return get
 
     def get_saddr(W, w):
@@ -147,7 +150,7 @@ def compile_flat(instr: Instr, ctx: Context) -> Run:
         src, ndw = f["data"], max(1, nbytes // 4)
 
         def dwords(W, w, lanes):
-            regs = _active(W, np.stack([W.v[w, src + i] for i in range(ndw)], axis=-1), lanes)  # [active, ndw]
+            regs = _active(W, _dword_stack(W, w, src, ndw), lanes)  # [active, ndw]
             return regs.astype(U32).view(np.uint8).reshape(-1, 4 * ndw)[:, :nbytes]
         return _store_run(address, flat, space, step, dwords, mem, nbytes)
     if op.startswith("atomic_"):
@@ -214,6 +217,13 @@ def _store_run(address: Callable, flat: bool, space, step: Callable, payload: Ca
 
 
 _ALL = slice(None)
+
+
+def _dword_stack(W: Waves, w, src: int, ndw: int) -> np.ndarray:
+    """[nw, lanes, ndw]: VGPRs src .. src + ndw - 1 side by side (one register: a view, fast path)."""
+    if ndw == 1 and fast.enabled:
+        return W.v[w, src][..., None]
+    return np.stack([W.v[w, src + i] for i in range(ndw)], axis=-1)
 
 
 def _active(W: Waves, x: np.ndarray, lanes: np.ndarray) -> np.ndarray:

@@ -397,8 +397,8 @@ def _compile_carry(instr: Instr, ctx: Context) -> Run:
         (a, b), lanes = gather(W, w)
         if swap:
             a, b = b, a
-        if cin is not None:
-            ci = W.lanes_of(w, cin)
+        if cin is not None:  # the carry in as 0 / 1 (what the operations add)
+            ci = W.lane_bits_u32(w, cin)
         else:  # no carry in: zero (fast path: the function skips adding it)
             ci = None if fast.enabled else np.zeros(lanes.shape, bool)
         value, carry = fn(a, b, ci)
