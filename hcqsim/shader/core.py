@@ -501,6 +501,7 @@ class ActiveDispatch:
         # waves per chunk when a whole batch issues one instruction (`_run_chunked`); 0: never chunked
         chunk = max(1, CHUNK_LANES // self.lanes) if model is None and fast.enabled else 0
         together = choose is None and split is None and fast.enabled  # no policy to ask which waves issue
+        quick_fetch, find, string_at = core._fetch is None and fast.enabled, core.gpu.memory.find, ctypes.string_at
         for start in range(0, self.n_groups, self.batch_groups):
             self.batch_ids = batch = self._batch(start)
             W = core._launch(d, self.rsrc2, batch, self.lanes, self.vgprs, self.wpg)
@@ -530,7 +531,15 @@ class ActiveDispatch:
                         break
                 if slots is not None:  # the fetch goes through the first selected wave's CU
                     model.slot = int(slots[sel[0]])
-                run = core.instruction(pc, W, ctx, d, recent)
+                run = None
+                if quick_fetch:  # fast path, ShaderCore.instruction's own, inline: the same closure or None
+                    m = find(pc)
+                    if m is not None and m.executable and m.readable and pc + 4 <= m.end:
+                        hit = recent.get(pc)
+                        if hit is not None and hit[0] == string_at(pc + m.shift, min(FETCH_BYTES, m.end - pc)):
+                            run = hit[1]
+                if run is None:
+                    run = core.instruction(pc, W, ctx, d, recent)
                 if self.watching and run.loads and self.spin.armed:  # only in a write-free stretch
                     self._note_poll(pc, run, W, sel)
                 changes = self._changes[0]
