@@ -1,7 +1,7 @@
 """The HDP model's cost (issue 17, coherence/hdp.py), as `name: value` lines measured in the same run.
 
-hdp_progress_point_us_<mode>_<MiB>MiB_clean: the HDP's work at one progress point (before + after the GPUs run,
-  nothing executed) with that much VRAM mapped for the CPU and no host store since the last one (microseconds).
+hdp_progress_point_us_<mode>_<MiB>MiB_clean: the HDP's work at one progress point whose GPUs access memory (before
+  + after the GPUs run, nothing executed; a progress point where no GPU runs anything costs O(GPUs) in report) with that much VRAM mapped for the CPU and no host store since the last one (microseconds).
 hdp_progress_point_us_<mode>_<MiB>MiB_<n>pages_stored: the same with the host having stored into n pages.
 hdp_submit_ratio_<mode>_<MiB>MiB: a runtime loop (host store into a 4 KiB VRAM buffer, copy queue copy to GTT,
   synchronize) with that much host-mapped VRAM alive, wall time over the same loop in `coherent`.
@@ -32,6 +32,7 @@ def progress_point_us(mode: str, mib: int, stored_pages: int = 0, rounds: int = 
         big.view[:] = 1
         vram = dev.os.system.gpus[0].hdp.vram
         vram.before_run()
+        vram.look_if_owed()
         vram.after_run()  # (a first look takes the stores above in: flushed by nothing, they stay pending)
         vram.flush(dev.os.system.gpus[0].hdp)
 
@@ -39,6 +40,7 @@ def progress_point_us(mode: str, mib: int, stored_pages: int = 0, rounds: int = 
             for i in range(stored_pages):
                 big.view[i * 4096] ^= 0xFF
             vram.before_run()
+            vram.look_if_owed()  # a run that accesses memory (report defers the look to its first GPU access)
             vram.after_run()
             vram.flush(dev.os.system.gpus[0].hdp)
 

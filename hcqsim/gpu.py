@@ -489,6 +489,8 @@ class EmulatedGPU:
                 ready = self._activities()
                 if not ready:
                     break
+                if vram.owed:  # the HDP's look for host stores, before the first GPU access of this run
+                    vram.look_if_owed()
                 for a in ready:  # (a loop, not all(generator): this runs at every decision)
                     if a.kind != "dispatch":
                         break

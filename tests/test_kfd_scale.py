@@ -29,3 +29,31 @@ def test_allocation_cost_does_not_grow_with_live_buffers():
         assert many < 5 * few and holes < 5 * few, (few, many, holes)  # linear lookups made this ~16x
     finally:
         dev.close()
+
+
+def test_under_report_a_progress_point_with_no_gpu_work_compares_no_host_mapped_range(monkeypatch):
+    # Every runtime allocation checks for faults, a progress point: under report the HDP compared every host-mapped
+    # VRAM range with the bytes the GPU last saw there (O(live buffers) per allocation: 4 ms at 4096 buffers). The
+    # look now waits for the run's first GPU access, so an idle machine's progress point compares none, and a copy
+    # run afterwards still finds the unflushed host store it reads.
+    from hcqsim.coherence import hdp
+
+    from kfd_client import GTT, VRAM
+    from test_hdp import Host
+    looked = []
+    real = hdp.HostRange.find_host_stores
+    monkeypatch.setattr(hdp.HostRange, "find_host_stores", lambda self: looked.append(self) or real(self))
+    h = Host("gfx1100", "report")
+    try:
+        bufs = [h.buffer(VRAM, b"\x01" * 16) for _ in range(16)]  # host stores into VRAM, none flushed
+        looked.clear()
+        assert h.system.gpus[0].run() == 0  # a progress point with nothing to run
+        assert looked == [] and h.vram.pending_pages == 0  # (nothing looked at yet, so nothing found)
+        dst = h.buffer(GTT)
+        h.sdma_copy(dst, bufs[3], 16)
+        assert len(looked) >= len(bufs)  # the copy's run looked at every range
+        records = h.system.memory_reports
+        assert [r.kind for r in records] == ["unflushed host write"], records
+        assert records[0].address == bufs[3].va
+    finally:
+        h.close()
