@@ -280,7 +280,7 @@ def test_sdma_gcr_req_writes_gl2_back(user):
 def test_the_coherent_model_has_no_model_object_and_a_plain_address_space():
     from hcqsim.memory import AddressSpace
     from hcqsim.shader import cached, lanemem
-    gpu = EmulatedGPU()
+    gpu = EmulatedGPU(memory_model="coherent")  # explicit: the default follows HCQSIM_MEMORY_MODEL
     try:
         assert gpu.coherence is None and type(gpu.memory) is AddressSpace
         assert gpu.shader_core._fetch is None
