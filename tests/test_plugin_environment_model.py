@@ -78,6 +78,48 @@ def test_the_check_still_sees_records_after_many_earlier_ones(pytester, monkeypa
     result.assert_outcomes(passed=6, errors=3)
 
 
+MODULE_SCOPED = """
+import pytest
+from hcqsim import EmulatedGPU
+from hcqsim.coherence import MemoryReport
+
+@pytest.fixture(scope="module")
+def gpu():
+    g = EmulatedGPU()  # one machine for the module: its records outlive each test
+    yield g
+    g.close()
+
+def record(address):
+    return MemoryReport("stale line", address, 4, "sdma_0 COPY_LINEAR", "kernel PC +0x8", "GLV_INV", level="GLV")
+
+def test_a_first_record(gpu):
+    gpu.add_memory_report(record(0x1000))
+
+def test_b_clean(gpu):
+    pass
+
+def test_c_the_same_pair_again(gpu):
+    gpu.add_memory_report(record(0x2000))  # merged into test_a's record (same writer, reader, missing, level)
+
+def test_d_past_the_machine_limit(gpu):
+    gpu._report_log.limit = len(gpu.memory_reports)  # full: a new record is not kept by the machine
+    gpu.add_memory_report(MemoryReport("not written back", 0x3000, 4, "pm4_0", "the host", "GL2_WB", level="GL2"))
+"""
+
+
+def test_a_module_scoped_machine_s_repeat_of_an_earlier_test_s_record_fails_the_later_test(pytester, monkeypatch):
+    """A record merged into one an earlier test left (a machine that outlives tests) was not new in SEEN: the later
+    test passed. So was a record past the machine's own limit."""
+    monkeypatch.setenv("HCQSIM_MEMORY_MODEL", "report")
+    pytester.makepyfile(MODULE_SCOPED)
+    result = pytester.runpytest_inprocess(*QUIET, "-p", "no:randomly", "-rE")
+    result.assert_outcomes(passed=4, errors=3)
+    errors = [line for line in result.outlines if line.startswith("ERROR ")]
+    assert [e.split("::")[1].split()[0] for e in errors] == ["test_a_first_record", "test_c_the_same_pair_again",
+                                                             "test_d_past_the_machine_limit"], errors
+    result.stdout.fnmatch_lines(["*0x1000..0x2004*2 accesses*"])  # test_c's record: test_a's, widened
+
+
 @pytest.mark.parametrize("model", ["report", None])
 def test_a_gpu_knows_whether_its_model_came_from_the_environment(monkeypatch, model):
     from hcqsim import EmulatedGPU

@@ -81,12 +81,20 @@ class ReportLog:
         old = self._by_key.get(key)
         if old is not None and old in self.records:
             old.widen(record.address, record.size)
+            self._announce(old)  # a repeat is news to whoever cleared SEEN since (the plugin, at each test)
             return old
         if len(self.records) >= self.limit:  # a runaway of reports keeps the first ones
+            self._announce(record)  # ...but SEEN still hears of it: a long-lived machine stays watched
             return record
         record.key = key
         self._by_key[key] = record
         self.records.append(record)
-        if self.watched and len(SEEN) < SEEN_LIMIT:
-            SEEN.append(record)
+        self._announce(record)
         return record
+
+    def _announce(self, record: MemoryReport) -> None:
+        """Into SEEN, once since SEEN was last cleared. The pytest plugin clears SEEN before each test, so a record
+        of a machine that outlives a test (module-scoped) and repeats in a later test -- merged into the record an
+        earlier test made -- is that later test's too (tests/test_plugin_environment_model.py)."""
+        if self.watched and len(SEEN) < SEEN_LIMIT and not any(r is record for r in SEEN):
+            SEEN.append(record)
