@@ -54,7 +54,7 @@ def _streams(va: int, family: str) -> dict[str, list[int]]:
 
 def _run(target: str, stream: list[int], fast: bool, monkeypatch) -> tuple:
     monkeypatch.setattr(PM4Queue, "fast_paths", fast)
-    with EmulatedGPU(target=target, seed=0) as gpu:
+    with EmulatedGPU(target=target, seed=0, memory_model="coherent") as gpu:  # the fast paths are coherent's only
         page = gpu.alloc(4096)
         page.view[:] = 0xA5
         q = gpu.compute_queue()
@@ -81,7 +81,7 @@ def test_fast_paths_are_taken_for_plain_shapes(monkeypatch):
     """The differential test above compares something only if the fast paths run: count their actions."""
     calls = []
     monkeypatch.setattr(PM4Queue, "_doRELEASE_MEM", lambda self, s, p, v: calls.append("rel") or self._release(v))
-    with EmulatedGPU(target="gfx1100", seed=0) as gpu:
+    with EmulatedGPU(target="gfx1100", seed=0, memory_model="coherent") as gpu:  # (the default follows the env)
         page = gpu.alloc(4096)
         gpu.compute_queue().submit(pm4.release_mem(page.va, 5, data_sel=1) + pm4.release_mem(page.va, 5, data_sel=4))
         gpu.run()
