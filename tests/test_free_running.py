@@ -86,6 +86,23 @@ def test_a_step_that_ran_the_last_packet_starts_the_low_latency_phase():
     assert steps == 2  # one step per one-packet store, and nothing else counted as a step that executed
 
 
+def test_a_doorbell_another_thread_delivers_wakes_a_quiet_gpu_thread():
+    # `hcqsim run`'s deadlock watchdog delivered pending doorbell stores itself (poll_doorbells, to look at a settled
+    # machine) while the GPU thread was quiet: the thread then found no store pending and never ran the queue -- the
+    # HIP program spun in hipMemcpy forever (tests/test_native_hip.py timed out, mostly under
+    # HCQSIM_MEMORY_MODEL=report on a loaded machine). A delivered doorbell now ends the thread's quiet.
+    system = EmulatedSystem(free_running=True)
+    submit, out, rt = plain_store_queue(system)
+    submit(pm4.write_data(out.va, [1]))
+    wait_for(lambda: out.u32().value == 1)
+    wait_for(lambda: system.thread._quiet)
+    with system.lock:  # the GPU thread cannot look in between: this thread delivers the store, as the watchdog did
+        submit(pm4.write_data(out.va, [2]))
+        assert system.driver.queues.poll_doorbells() == 1
+    wait_for(lambda: out.u32().value == 2, timeout_s=2.0)
+    system.close()
+
+
 def test_a_quiet_thread_looks_at_doorbells_only_yet_rechecks_waits_on_host_memory():
     # Once every queue is idle the thread looks at the doorbell slots alone (no full engine step); a queue stalled
     # on WAIT_REG_MEM is not idle, so a plain host store still releases it with no driver call at all.

@@ -122,6 +122,12 @@ class GpuThread:
             self._quiet = False  # a driver call may have changed queues or events: the next step looks in full
             self.system.cond.notify_all()
 
+    def work_arrived(self) -> None:
+        """A doorbell store was delivered (called with the system lock held, on any thread): the next step looks in
+        full. Without it a store delivered by another thread left the quiet thread looking at the doorbells alone,
+        which no longer showed it (tests/test_free_running.py)."""
+        self._quiet = False
+
     def step(self) -> tuple[int, bool]:
         """One engine step under the system lock: deliver doorbell stores, run every GPU until quiet. Returns
         (packets plus issue steps executed, whether work remains: False once quiet or only spinning)."""

@@ -343,6 +343,9 @@ class ProcessQueues:
         self.driver.before_gpus_run()  # the GPU may run now: host pages gone, injected faults armed
         if rec.queue.active:  # a faulted or destroyed queue ignores its doorbell, as hardware does
             rec.device.gpu.ring_doorbell(rec.queue, value)
+        thread = getattr(self.driver.system, "thread", None)
+        if thread is not None:  # delivered by another thread than the GPU thread (a watchdog's look): its quiet
+            thread.work_arrived()  # look at the doorbells alone would find this store taken and never run it
 
     def poll_doorbells(self) -> int:
         """Doorbell slots stored to directly (not through ring_doorbell) are seen at the next progress point
