@@ -221,28 +221,31 @@ class _WaitsForTheGpu:
 def test_a_client_finalizer_that_waits_for_gpu_work_does_not_wedge_the_gpus():
     """Issue 22's wedge: a collection triggered by the GPU thread's allocations ran the client's finalizer there,
     inside an engine step; one that waits for GPU work waited for ever (no doorbell delivered, every GPU stopped).
-    Here the GPU thread is the only thread allocating when the garbage appears (this one only sleeps), so without
-    the collector thread (kfd/collector.py) the finalizer runs on it."""
+    Here the GPU thread is the only thread allocating once the garbage exists (its work waits for a gate this
+    thread opens with a plain store; then this one only sleeps), so without the collector (kfd/collector.py) the
+    finalizer runs on it."""
     import gc
     system = EmulatedSystem(free_running=True)
     submit, out, rt = plain_store_queue(system)
     busy, busy_out, _ = plain_store_queue(system, rt, ring_size=0x10000)
+    gate = busy_out.u32(1)
     seen = {}
     threshold = gc.get_threshold()
     try:
         gc.set_threshold(50)
-        busy(pm4.write_data(busy_out.va, [1]) * 3000)  # the GPU thread allocates while it runs these (~0.1 s)
+        busy(pm4.wait_reg_mem(busy_out.va + 4, 1) + pm4.write_data(busy_out.va, [1]) * 3000)
         gc.collect()  # so the garbage below starts in the youngest generation
         _WaitsForTheGpu(submit, out, seen)  # garbage from here on; no allocation on this thread below
+        gate.value = 1  # the GPU thread runs the 3000 packets now, allocating
         deadline = time.monotonic() + 20
         while "done" not in seen and time.monotonic() < deadline:
             time.sleep(0.01)
     finally:
         gc.set_threshold(*threshold)
+        system.close()  # even when the test fails: a live system keeps the collector on for the tests after
     assert seen.get("thread") not in (None, "hcqsim-gpus"), seen
     assert seen["done"], seen
-    assert system.thread.alive and system.thread.error is None and not system.gpus[0].faults
-    system.close()
+    assert system.thread.error is None and not system.gpus[0].faults
 
 
 def test_automatic_collection_goes_on_beside_a_free_running_system_and_returns_after():
@@ -313,31 +316,33 @@ def test_a_due_collection_runs_in_the_client_thread_when_it_next_calls_hcqsim():
     from hcqsim.boundary import MAP_ANONYMOUS, MAP_PRIVATE
     from hcqsim.kfd.collector import COLLECTOR
     system = EmulatedSystem(free_running=True)
-    live, seen, junk = _garbage_that_pops(system)
-    assert COLLECTOR.grace_s >= 0.5  # a due collection waits this long for a call before the helper runs it
-    end = time.monotonic() + 0.3  # 60 of the helper's looks
-    while time.monotonic() < end:  # the client iterates, calling nothing of hcqsim
-        for _ in live:
-            pass
-    assert seen == {} and len(live) == 64  # nothing collected beside the loop
-    va = system.os.mmap(0, 4096, 3, MAP_PRIVATE | MAP_ANONYMOUS)  # a call into hcqsim: the collection runs here
-    assert seen == {"thread": threading.current_thread().name} and len(live) == 63
-    system.os.munmap(va, 4096)
-    system.close()
-    del junk
+    try:
+        live, seen, junk = _garbage_that_pops(system)
+        assert COLLECTOR.grace_s >= 0.5  # a due collection waits this long for a call before the helper runs it
+        end = time.monotonic() + 0.3  # 60 of the helper's looks
+        while time.monotonic() < end:  # the client iterates, calling nothing of hcqsim
+            for _ in live:
+                pass
+        assert seen == {} and len(live) == 64  # nothing collected beside the loop
+        va = system.os.mmap(0, 4096, 3, MAP_PRIVATE | MAP_ANONYMOUS)  # a call into hcqsim: the collection runs here
+        assert seen == {"thread": threading.current_thread().name} and len(live) == 63
+        system.os.munmap(va, 4096)
+    finally:
+        system.close()  # a live system would keep the collector on for the tests after
 
 
 def test_a_collection_overdue_with_no_call_into_hcqsim_runs_on_the_helper_thread():
     """A client computing on its own (or asleep) still gets its garbage collected: after the grace period."""
     from hcqsim.kfd.collector import COLLECTOR
     system = EmulatedSystem(free_running=True)
-    start, on_helper = time.monotonic(), COLLECTOR.on_helper
-    live, seen, junk = _garbage_that_pops(system)
-    wait_for(lambda: "thread" in seen, timeout_s=COLLECTOR.grace_s + 10)
-    assert seen["thread"] == "hcqsim-gc" and COLLECTOR.on_helper > on_helper
-    assert time.monotonic() - start >= COLLECTOR.grace_s
-    system.close()
-    del junk, live
+    try:
+        start, on_helper = time.monotonic(), COLLECTOR.on_helper
+        live, seen, junk = _garbage_that_pops(system)
+        wait_for(lambda: "thread" in seen, timeout_s=COLLECTOR.grace_s + 10)
+        assert seen["thread"] == "hcqsim-gc" and COLLECTOR.on_helper > on_helper
+        assert time.monotonic() - start >= COLLECTOR.grace_s
+    finally:
+        system.close()
 
 
 def test_the_collector_follows_cpythons_generation_rule():
