@@ -2,7 +2,10 @@
 
 ioctls_per_s: AMDKFD_IOC_GET_VERSION issued by native code through the interposer (C -> ctypes callback -> the
 emulated driver -> back), before ROCr starts.
+dlopen_hip_s: dlopen of libamdhip64 (the loader maps HIP, ROCr, comgr and LLVM; no driver call yet).
 hipInit_s: hipInit plus the first hipMalloc (ROCr and HIP bring-up on the emulated KFD).
+hipInit_to_first_kernel_s: hipInit, the first hipMalloc, hipModuleLoadData of the scale kernel, one launch and
+  hipDeviceSynchronize: native start-up to the first kernel finished (issue 20 target: <= 0.5 s).
 hipMemcpy_{h2d,d2h}_{4KiB,1MiB,64MiB}_GBps: pageable host memory (HIP stages it; SDMA on, ROCr's default).
 runtime_copyin/copyout_{...}_GBps: the same transfer through hcqsim's own runtime (`dev.copyin` / `dev.copyout`,
 staged the same way), in this process: the baseline.
