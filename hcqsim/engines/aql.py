@@ -293,3 +293,9 @@ class AQLQueue(PM4Queue):
         dws = list(struct.unpack("<16I", self.gpu.memory.read(stream.address(pos), PACKET_SIZE)))
         return dws[0], describe(dws, self.gpu.canonical)
 
+    def disassembly_later(self, stream: Stream, pos: int):
+        if not stream.is_ring:
+            return super().disassembly_later(stream, pos)
+        raw = self.gpu.memory.read(stream.address(pos), PACKET_SIZE)  # the packet now: the host may reuse the slot
+        return lambda: describe(list(struct.unpack("<16I", raw)), self.gpu.canonical)
+

@@ -112,15 +112,29 @@ class Stream:
         self._buf = memoryview(data).cast("I").tolist()
         self._buf_pos, self._buf_end = pos, self.end
 
+    def frozen(self, pos: int) -> "Stream":
+        """A copy of this stream as it is now, for decoding the packet at `pos` later: its dwords from `pos` to the end
+        are loaded now (as a decode now would load them), and the copy reads only those (its end and cache are its
+        own; the cache list is replaced, never changed in place, by a load or `invalidate`)."""
+        if pos < self.end and not (self._buf_pos <= pos < self._buf_end):
+            self._load(pos)
+        copy = Stream.__new__(Stream)
+        copy.__dict__.update(self.__dict__)
+        return copy
+
     def invalidate(self) -> None:
         self._buf, self._buf_pos, self._buf_end = [], self.pos, self.pos
 
 
 @dataclass
 class Wait:
-    """A queue stalled on a memory (or register) compare: WAIT_REG_MEM / POLL_REGMEM."""
+    """A queue stalled on a memory (or register) compare: WAIT_REG_MEM / POLL_REGMEM.
 
-    packet: str  # disassembly, for deadlock reports
+    `packet` (the stalled packet's disassembly, for deadlock reports) is made when first read: `disassembly` is the
+    text or a function making it from what the packet was when the queue stalled (`EngineQueue.disassembly_later`).
+    Most waits end without anyone reading it."""
+
+    disassembly: str | Callable[[], str | None] | None
     size: int  # packet size in bytes, skipped once the wait is satisfied
     read: Callable[[], int]  # current value (may raise VMFaultError)
     func: int
@@ -129,6 +143,12 @@ class Wait:
     address: int | None = None
     ring_offset: int | None = None
     reason: str | None = None  # what is awaited when it is not a memory value (earlier dispatches finishing)
+
+    @property
+    def packet(self) -> str | None:
+        if callable(self.disassembly):
+            self.disassembly = self.disassembly()
+        return self.disassembly
 
     def satisfied(self) -> bool:
         return COMPARE[self.func](self.read() & self.mask, self.reference)
@@ -409,7 +429,7 @@ class EngineQueue:
         if coherence is not None:  # re-checked from the scheduler: the read takes this queue's cache path
             plain = read
             read = lambda: coherence.as_agent(self, plain)
-        self.wait = Wait(self.disassemble_at(stream, pos)[1], size, read, func, reference, mask, address,
+        self.wait = Wait(self.disassembly_later(stream, pos), size, read, func, reference, mask, address,
                          stream.offset(pos))
 
     # -- running dispatches ----------------------------------------------------------------------------
@@ -497,6 +517,14 @@ class EngineQueue:
     def disassemble_at(self, stream: Stream, pos: int) -> tuple[int | None, str | None]:
         """(header dword, one-line disassembly) of the packet at `pos`, as far as it can be read."""
         raise NotImplementedError
+
+    def disassembly_later(self, stream: Stream, pos: int) -> Callable[[], str | None]:
+        """A function giving `disassemble_at(stream, pos)[1]` as it is now, made when called (a stall's text is
+        rarely read). What it decodes is kept now: `stream` frozen (`Stream.frozen`: its cached dwords from `pos`
+        to its end, the same list a later load would replace, never change). An engine whose disassembly reads
+        memory directly (AQL) overrides this."""
+        frozen = stream.frozen(pos)
+        return lambda: self.disassemble_at(frozen, pos)[1]
 
     def blocked_report(self) -> BlockedQueue | None:
         if self.wait is None:
