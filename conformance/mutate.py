@@ -104,9 +104,9 @@ CATALOGUE: list[Mutant] = [
     # -- SDMA --------------------------------------------------------------------------------------------
     Mutant("sdma_copy_drops_byte", _SDMA, 'self.start_transfer(stream, pos, "COPY_LINEAR", n,',
            'self.start_transfer(stream, pos, "COPY_LINEAR", n - 1,', "SDMA COPY_LINEAR drops its last byte"),
-    Mutant("sdma_copy_late", _SDMA, 'n = self._byte_count("COPY_LINEAR", dws[1])',
-           'n = self._byte_count("COPY_LINEAR", dws[1])\n        self.pending_copy, (v, n) = (v, n), getattr(self, '
-           '"pending_copy", (None, 0))\n        if v is None:\n            return',
+    Mutant("sdma_copy_late", _SDMA, 'then its bytes in chunks."""\n',
+           'then its bytes in chunks."""\n        self.pending_copy, (dst, src, n) = (dst, src, n), getattr(self, '
+           '"pending_copy", (None, 0, 0))\n        if dst is None:\n            return\n',
            "SDMA COPY_LINEAR lands one packet late (each copy executes when the next one arrives)"),
     Mutant("sdma_fill_byte_order", _SDMA, 'data = v["data"].to_bytes(4, "little")', 'data = v["data"].to_bytes(4, "big")',
            "SDMA CONST_FILL in the wrong byte order"),

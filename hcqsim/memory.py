@@ -406,6 +406,12 @@ class AddressSpace:
         attr = _PERM_ATTR[access]
         if m is not None and m.start <= addr and addr + size <= m.end and getattr(m, attr):
             return
+        i = bisect.bisect_right(self._starts, addr) - 1  # inside one mapping that permits it: what the loop finds
+        if i >= 0:
+            m = self._maps[i]
+            if addr < m.end and addr + size <= m.end and getattr(m, attr):
+                self._last = m
+                return
         if addr < 0 or addr + size > 1 << 64:
             raise VMFaultError(addr, size, access, "address outside the 64-bit space")
         pos, end = addr, addr + max(size, 1)
@@ -503,6 +509,11 @@ class AddressSpace:
     def copy(self, dst: int, src: int, size: int) -> None:
         """memmove within GPU memory, both ranges checked first."""
         if size <= 0:
+            return
+        s, d = self.find(src), self.find(dst)
+        if s is not None and d is not None and src + size <= s.end and dst + size <= d.end and s.readable \
+                and d.writable:  # each range inside one mapping that permits it: what the checks pass
+            ctypes.memmove(dst + d.shift, src + s.shift, size)
             return
         self.check(src, size, "read")
         self.check(dst, size, "write")

@@ -8,7 +8,7 @@ import ctypes
 
 import pytest
 
-from hcqsim import EmulatedGPU, pm4
+from hcqsim import EmulatedGPU, pm4, sdma
 from hcqsim.errors import VMFaultError
 from hcqsim.memory import PAGE_SIZE, AddressSpace, MemoryError_, VaWindow, page_align
 
@@ -433,3 +433,32 @@ def test_gpu_windows_are_deterministic_across_gpus():
     finally:
         g1.close()
         g2.close()
+
+
+def test_an_empty_range_at_the_end_of_a_mapping_is_not_inside_it():
+    """check(addr, 0) looks up addr itself: one past a mapping (nothing mapped there) faults, as for size 1, whichever
+    mapping the last lookup cached (the bisect lookup after a miss must not take the mapping before addr)."""
+    a = AddressSpace()
+    a.map(P, 0x1000, "gtt", name="first")
+    a.map(P + 0x3000, 0x1000, "gtt", name="other")
+    a.check(P + 0x3000, 4)  # the cached mapping is another one
+    for size in (0, 1):
+        with pytest.raises(VMFaultError):
+            a.check(P + 0x1000, size, "read")
+    a.check(P + 0xFFC, 4)
+
+
+@pytest.mark.parametrize("engine", ["pm4", "sdma"])
+def test_a_ring_in_memory_the_gpu_may_not_read_faults_the_queue(engine):
+    """A queue's packets are fetched through the read permission check (the stream's dword loads), not read
+    around it: a ring whose mapping is not readable faults at its first packet, nothing executed."""
+    with EmulatedGPU(target="gfx1100", seed=0) as gpu:
+        ring, ptrs, out = gpu.alloc(4096), gpu.alloc(4096), gpu.alloc(4096)
+        m = gpu.memory.find(ring.va)
+        m.readable = False
+        make = gpu.create_compute_queue if engine == "pm4" else gpu.create_sdma_queue
+        q = make(ring.va, 4096, ptrs.va, ptrs.va + 8)
+        packet = pm4.write_data(out.va, [7]) if engine == "pm4" else sdma.fence(out.va, 7)
+        q.submit(packet)
+        assert gpu.faults and gpu.faults[0].is_vm_fault and gpu.faults[0].access == "read"
+        assert out.u32()[0] == 0

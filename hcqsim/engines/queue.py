@@ -19,6 +19,7 @@ from typing import Callable
 
 from ..compare import COMPARE, EQUAL as COMPARE_EQUAL, NAMES as COMPARE_NAMES
 from ..errors import BlockedQueue, DecodeError, EngineError, QueueError, RunawayStop
+from ..memory import AddressSpace
 
 
 MIN_RING_SIZE = 1024  # facts 5.5: power of two, >= 1 KiB, base 256-byte aligned
@@ -101,6 +102,15 @@ class Stream:
     def _load(self, pos: int) -> None:
         mem = self.queue.gpu.memory
         nbytes = self.end - pos
+        if type(mem) is AddressSpace:  # plain memory (no memory model): the dwords straight from the mapping's view
+            addr = self.base + (pos % self.size if self.is_ring else pos)
+            m = mem.find(addr)
+            if m is not None and m.readable and not (addr | nbytes) & 3 and addr + nbytes <= m.end and (
+                    not self.is_ring or pos % self.size + nbytes <= self.size):  # one piece: what mem.read reads
+                i = (addr - m.start) >> 2
+                self._buf = m.u32[i:i + (nbytes >> 2)].tolist()
+                self._buf_pos, self._buf_end = pos, self.end
+                return
         if self.is_ring:
             start = pos % self.size
             first = min(nbytes, self.size - start)
@@ -262,6 +272,7 @@ class EngineQueue:
         self.last_jump: tuple[Stream, int] | None = None  # the last IB packet executed: a loop's likely culprit
         self.current: tuple[Stream, int] | None = None  # where the last error happened (for fault reports)
         self.submitted = 0  # host-side write position in bytes, for submit()
+        self._wptr_word, self._wptr_word_at = None, None  # submit()'s ctypes view of the 64-bit wptr (made once)
         # dispatches this queue launched whose waves still run (shader.core.ActiveDispatch), oldest first; the
         # GPU's scheduler advances them beside the queue's packets
         self.inflight: list = []
@@ -311,7 +322,11 @@ class EngineQueue:
         if first < len(raw):
             ctypes.memmove(self.ring_va, raw[first:], len(raw) - first)
         self.submitted = pos + len(raw)
-        ctypes.c_uint64.from_address(self.wptr_va).value = self.submitted // self.ptr_unit
+        wptr = self._wptr_word
+        if wptr is None or self._wptr_word_at != self.wptr_va:
+            wptr = self._wptr_word = ctypes.c_uint64.from_address(self.wptr_va)
+            self._wptr_word_at = self.wptr_va
+        wptr.value = self.submitted // self.ptr_unit
         self.gpu.ring_doorbell(self, self.submitted // self.ptr_unit)
 
     def replace_ring(self, base: int, size: int) -> None:
@@ -353,6 +368,7 @@ class EngineQueue:
         """Execute up to `budget` units -- packets, and chunks of a transfer in progress; stop early when blocked or
         out of work. Returns the count of units."""
         done = chunks = 0
+        moved_before = self.chunks  # an engine's execute_run may move whole transfers itself (counted there)
         stack = self.stack
         execute_run = self.execute_run
         stream, pos = stack[-1], stack[-1].pos
@@ -393,7 +409,7 @@ class EngineQueue:
             self.current = getattr(e, "at", None) or (stream, pos)  # where the fault report points
             raise
         finally:
-            self.packets += done - chunks
+            self.packets += done - chunks - (self.chunks - moved_before)
             self.chunks += chunks
             if done:
                 self.write_back_rptr()

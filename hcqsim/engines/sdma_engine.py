@@ -33,10 +33,12 @@ from ..coherence.gcr import gcr_cntl
 from ..compare import COMPARE, EQUAL
 from ..errors import DecodeError, UnsupportedError
 from ..sdma import FILL_ELEMENT_BYTES, FORMATS, describe, lookup, packet_size, size_prefix, version_name
-from .queue import EngineQueue, Stream
+from .queue import COPY_CHUNK, EngineQueue, Stream
 
 # Packets that move memory: they cost gpu.cost.copy(n) instead of gpu.cost.packet.
 _MOVERS = ("COPY_LINEAR", "CONST_FILL")
+# COPY_LINEAR flags `_execCOPY_LINEAR` refuses (its `_no_flags` list): a packet with none set is plain
+_COPY_REFUSED = ("broadcast", "backwards", "encrypt", "tmz", "src_sw", "dst_sw")
 
 
 @dataclass
@@ -57,6 +59,7 @@ class SDMAQueue(EngineQueue):
     engine = "sdma"
     ptr_unit = 1  # wptr and doorbell values are byte counts
     max_ib_depth = 1  # INDIRECT may not appear inside an IB
+    fast_paths = True  # a plain COPY_LINEAR moved at once (`execute_run`): tests turn it off to compare both paths
 
     def __init__(self, gpu, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int,
                  sdma_engine: SDMAEngine):
@@ -67,6 +70,14 @@ class SDMAQueue(EngineQueue):
         self.count_bits = gpu.target.sdma_copy_count_bits
         self.copy_count_bits = gpu.target.sdma_linear_copy_count_bits or self.count_bits
         self._handlers = {key: getattr(self, "_exec" + fmt.name) for key, fmt in self.fmts.items()}
+        # A plain COPY_LINEAR: OP/SUB_OP of COPY_LINEAR and none of the flags `_execCOPY_LINEAR` refuses set (the
+        # header's and dw2's); its other fields are hints. `_plain_copy` tells one from its dwords.
+        copy = self.fmts[(1, 0)]
+        refused = [copy.by_name[f] for f in _COPY_REFUSED if f in copy.by_name]
+        self._copy_format = copy
+        self._copy_header_mask = 0xFFFF | sum(f.mask << f.lo for f in refused if f.dw == 0)
+        self._copy_dw2_mask = sum(f.mask << f.lo for f in refused if f.dw == 2)
+        assert all(f.dw in (0, 2) for f in refused) and copy.size == 7
 
     @property
     def ip(self) -> str:
@@ -102,6 +113,35 @@ class SDMAQueue(EngineQueue):
         stream.pos = pos + 4 * n
         self._handlers[(fmt.opcode, fmt.sub_op)](stream, pos, values, dws)
 
+    def execute_run(self, stream: Stream, budget: int) -> int:
+        """One packet, as `execute`. A plain COPY_LINEAR (none of the flags its handler refuses, read from its dwords
+        without the general decode; COUNT is checked by the shared `_copy_bytes`) goes to the handler's action
+        (`_start_copy`) directly, and when all of its chunks fit in the rest of `budget` (what the in-order default
+        gives) its Transfer runs to the end here: the run `advance` would make next. Returns the units: the packet
+        and the chunks moved (counted in `chunks` here)."""
+        pos = stream.pos
+        buf, i = stream.window(pos)
+        if (buf[i] & self._copy_header_mask) != 1 or not self.fast_paths or self.gpu.coherence is not None \
+                or i + 7 > len(buf):
+            self.execute(stream)
+            return 1
+        dws = buf[i:i + 7]
+        if dws[2] & self._copy_dw2_mask:
+            self.execute(stream)  # the general path refuses it with its message
+            return 1
+        gpu = self.gpu
+        gpu.trace_packet(self, stream, pos, self._copy_format, dws)
+        stream.pos = pos + 28
+        self._start_copy(stream, pos, dws[5] | dws[6] << 32, dws[3] | dws[4] << 32, self._copy_bytes(dws[1]))
+        t = self.transfer
+        if t is None or -(-t.remaining // COPY_CHUNK) >= budget:
+            return 1  # nothing to move, or more chunks than this turn allows: `advance` runs the Transfer
+        moved = t.run(gpu, budget - 1)
+        self.transfer = None
+        t.finish()
+        self.chunks += moved
+        return 1 + moved
+
     # -- helpers -----------------------------------------------------------------------------------
 
     def _aligned(self, what: str, addr: int, align: int) -> int:
@@ -129,9 +169,16 @@ class SDMAQueue(EngineQueue):
         pass
 
     def _execCOPY_LINEAR(self, stream, pos, v, dws):
-        n = self._byte_count("COPY_LINEAR", dws[1], self.copy_count_bits)
-        self._no_flags("COPY_LINEAR", v, "broadcast", "backwards", "encrypt", "tmz", "src_sw", "dst_sw")
-        dst, src, mem = v["dst_addr"], v["src_addr"], self.gpu.memory
+        n = self._copy_bytes(dws[1])
+        self._no_flags("COPY_LINEAR", v, *_COPY_REFUSED)
+        self._start_copy(stream, pos, v["dst_addr"], v["src_addr"], n)
+
+    def _copy_bytes(self, raw: int) -> int:
+        return self._byte_count("COPY_LINEAR", raw, self.copy_count_bits)
+
+    def _start_copy(self, stream, pos, dst: int, src: int, n: int) -> None:
+        """COPY_LINEAR's action (both paths): both ranges checked, the packet's cost, then its bytes in chunks."""
+        mem = self.gpu.memory
         mem.check(src, n, "read")
         mem.check(dst, n, "write")
         self.gpu.tick(self.gpu.cost.packet)
