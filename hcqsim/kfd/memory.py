@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable
 from .. import kfd_uapi as k
 from ..boundary import MAP_FIXED, PROT_NONE
 from ..memory import PAGE_SIZE, Mapping, MemoryError_, VaWindow, page_align
-from .uaccess import host_range_mapped, kmalloc_check, read_user, write_user
+from .uaccess import host_range_mapped, kmalloc_check, probe_user_pages, read_user, write_user
 
 if TYPE_CHECKING:
     from .process import KfdDriver, ProcessDevice
@@ -400,8 +400,7 @@ class ProcessMemory:
             raise OSError(errno.EINVAL, f"{name}: USERPTR needs the CPU address in mmap_offset")
         if cpu % PAGE_SIZE:
             raise OSError(errno.EINVAL, f"{name}: USERPTR CPU address 0x{cpu:x} is not page aligned")
-        for off in range(0, page_align(nbytes), PAGE_SIZE):  # get_user_pages: every page must exist
-            read_user(cpu + off, 1)
+        probe_user_pages(cpu, page_align(nbytes) // PAGE_SIZE)  # get_user_pages: every page must exist
 
     def _place(self, bo: BufferObject, name: str) -> None:
         """Give the BO its memory: back VRAM/GTT at its VA; doorbell/MMIO BOs sit on the special pages."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import re
 
 from ..memory import PAGE_SIZE
 
@@ -95,6 +96,57 @@ def write_user(addr: int, data: bytes) -> None:
         ok = _pipe_copy(ctypes.addressof(buf), addr, n)
     if not ok:
         raise OSError(errno.EFAULT, f"cannot write {n} bytes of user memory at 0x{addr:x}")
+
+
+IOV_MAX = 1024  # UIO_MAXIOV: iovecs one process_vm_readv takes
+
+
+def probe_user_pages(addr: int, npages: int) -> None:
+    """`read_user(addr + i * PAGE_SIZE, 1)` for each page i in order (get_user_pages: every page must exist), with
+    one process_vm_readv per IOV_MAX pages (a one-byte iovec per page: the kernel stops at the first that faults).
+    A batch that does not read whole goes page by page from where it stopped, so the OSError is read_user's own
+    for the first page that fails."""
+    import numpy as np  # (here: the driver's other user copies do not need it)
+    if anonymous_readable(addr, npages * PAGE_SIZE):
+        return  # every byte of readable anonymous memory reads (untouched pages as zeros): no page can fail
+    i = 0
+    while i < npages:
+        k = min(IOV_MAX, npages - i)
+        first = addr + i * PAGE_SIZE
+        got = -1
+        if not _use_pipe and 0 < first and access_ok(first + (k - 1) * PAGE_SIZE, 1):
+            remote = np.empty((k, 2), np.uint64)  # struct iovec {base, len} per page
+            remote[:, 0] = first + PAGE_SIZE * np.arange(k, dtype=np.uint64)
+            remote[:, 1] = 1
+            local = ctypes.create_string_buffer(k)
+            got = _libc.process_vm_readv(os.getpid(), ctypes.byref(_Iovec(ctypes.addressof(local), k)), 1,
+                                         ctypes.c_void_p(remote.ctypes.data), k, 0)
+        for j in range(max(got, 0), k) if got != k else ():
+            read_user(first + j * PAGE_SIZE, 1)  # raises for the first page that cannot be read
+        i += k
+
+
+_MAPS_LINE = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ (\S+) (\d+)\s*(.*)$")
+
+
+def anonymous_readable(addr: int, size: int) -> bool:
+    """Whether [addr, addr+size) lies in private anonymous mappings (no file: inode 0, no path, or the [heap]) that
+    are readable, one after another without a gap (/proc/self/maps). False whenever unsure."""
+    pos, end = addr, addr + size
+    with open("/proc/self/maps") as f:
+        for line in f:
+            m = _MAPS_LINE.match(line)
+            if m is None:
+                return False
+            a, b = int(m[1], 16), int(m[2], 16)
+            if b <= pos:
+                continue
+            if a > pos or m[3][0] != "r" or m[3][3] != "p" or m[5] != "0" or m[6] not in ("", "[heap]"):
+                return False
+            pos = b
+            if pos >= end:
+                return True
+    return False
 
 
 def host_range_mapped(addr: int, size: int) -> bool:

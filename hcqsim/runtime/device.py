@@ -33,6 +33,12 @@ BASE_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | K.KFD_IOC_ALLOC_MEM_FLAGS_EXEC
 UNCACHED_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_GTT | K.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | \
     K.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED
 STAGING_CHUNK = 16 << 20
+# copyin/copyout of at least this many bytes go straight between the caller's pages and the device (the pages
+# registered as a USERPTR BO for the copy, as ROCr locks pageable memory): one copy instead of two through staging
+DIRECT_COPY_MIN = 4 << 20
+# how the caller's pages are registered: system memory snooped and uncached on the GPU, like the staging buffers
+DIRECT_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | K.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | \
+    K.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED | BASE_FLAGS
 KERNARG_ARENA = 1 << 20
 KERNARG_ARENAS = 16  # arenas with kernels in flight before a full one waits (Device._next_kernarg_arena)
 WAIT_SLICE_MS = 100
@@ -875,9 +881,40 @@ class Device:
             self._staging = [self._alloc(STAGING_CHUNK, UNCACHED_FLAGS | BASE_FLAGS) for _ in range(2)]
         return self._staging
 
+    def _direct_copy(self, device_va: int, host: np.ndarray, *, to_device: bool) -> bool:
+        """Copy between the device address and the host array's own pages with the copy queue: the pages are
+        registered as a USERPTR BO (GPU VA from a fresh reservation) and mapped on this GPU for the copy, then
+        released. False, with nothing copied, when the driver will not register them (the caller stages)."""
+        addr, n = host.ctypes.data, len(host)
+        lo = addr & ~(PAGE - 1)
+        size = _page_align(addr + n - lo)
+        va = self.os.mmap(0, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
+        args = K.AllocMemoryOfGpuArgs(va_addr=va, size=size, gpu_id=self.gpu_id, flags=DIRECT_FLAGS, mmap_offset=lo)
+        try:
+            self.process.ioctl(K.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
+        except OSError:
+            self.os.munmap(va, size)
+            return False
+        pages = Buffer(self, va, size, size, DIRECT_FLAGS, args.handle, args.mmap_offset, None, set())
+        try:
+            self._map(pages, [self.gpu_id])
+            gpu_addr = va + addr - lo
+            dst, src = (device_va, gpu_addr) if to_device else (gpu_addr, device_va)
+            sig, value = self.next_timeline()
+            self.copy_queue().copy(dst, src, n).signal(sig, value).submit()
+            self.wait_value(sig, value, "copyin" if to_device else "copyout")
+        finally:
+            if pages.mapped_on:
+                self._release(pages)
+            else:  # the map failed: the BO is not in any page table
+                self.process.ioctl(K.AMDKFD_IOC_FREE_MEMORY_OF_GPU, K.FreeMemoryOfGpuArgs(handle=pages.handle))
+                self.os.munmap(va, size)
+        return True
+
     @exclusive
     def copyin(self, buf: Buffer, data, offset: int = 0) -> None:
-        """Host bytes -> device buffer, through host staging buffers and the copy queue, in chunks."""
+        """Host bytes -> device buffer with the copy queue: straight from the data's own pages from DIRECT_COPY_MIN
+        bytes on (`_direct_copy`), else through host staging buffers, in chunks. Ends synchronised."""
         self._check_open()
         expect(buf, Buffer, "copyin: buf")
         try:
@@ -886,6 +923,9 @@ class Device:
             raise TypeError(f"copyin: data must be a bytes-like object (bytes, bytearray, numpy array...), got "
                             f"{type(data).__name__}") from None
         buf.check_range(offset, len(src), "copyin", on=self)
+        if len(src) >= DIRECT_COPY_MIN and self._direct_copy(buf.va + offset, src, to_device=True):
+            self.synchronize()  # as the staged path ends
+            return
         stages = self._staging_buffers()
         inflight: list[tuple[Signal, int] | None] = [None, None]
         for i, (off, n) in enumerate(chunks(len(src), STAGING_CHUNK)):
@@ -900,8 +940,9 @@ class Device:
 
     @exclusive
     def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0, out=None):
-        """Device buffer -> host, through the staging buffers and the copy queue. Returns bytes, or fills and
-        returns `out` (any writable buffer of at least `nbytes`) when given."""
+        """Device buffer -> host with the copy queue (into the destination's own pages from DIRECT_COPY_MIN bytes on,
+        else through the staging buffers). Returns bytes, or fills and returns `out` (any writable buffer of at
+        least `nbytes`) when given."""
         self._check_open()
         expect(buf, Buffer, "copyout: buf")
         expect(offset, int, "copyout: offset")
@@ -921,6 +962,8 @@ class Device:
             dst = np.frombuffer(view, np.uint8)
         if len(dst) < nbytes:
             raise ValueError(f"copyout of {nbytes} bytes into a buffer of {len(dst)}")
+        if nbytes >= DIRECT_COPY_MIN and self._direct_copy(buf.va + offset, dst[:nbytes], to_device=False):
+            return dst.tobytes() if out is None else out
         stage = self._staging_buffers()[0]
         for off, n in chunks(nbytes, STAGING_CHUNK):
             sig, value = self.next_timeline()
