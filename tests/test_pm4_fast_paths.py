@@ -80,7 +80,7 @@ def test_fast_and_general_paths_agree_on_every_stream(target, monkeypatch):
 def test_fast_paths_are_taken_for_plain_shapes(monkeypatch):
     """The differential test above compares something only if the fast paths run: count their actions."""
     calls = []
-    monkeypatch.setattr(PM4Queue, "_doRELEASE_MEM", lambda self, s, p, v: calls.append("rel") or self._release(v))
+    monkeypatch.setattr(PM4Queue, "_doRELEASE_MEM", lambda self, v: calls.append("rel") or self._release(v))
     with EmulatedGPU(target="gfx1100", seed=0, memory_model="coherent") as gpu:  # (the default follows the env)
         page = gpu.alloc(4096)
         gpu.compute_queue().submit(pm4.release_mem(page.va, 5, data_sel=1) + pm4.release_mem(page.va, 5, data_sel=4))

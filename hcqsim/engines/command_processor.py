@@ -65,6 +65,9 @@ _DISPATCH_REGS = tuple(REGS[n] for n in ("COMPUTE_DISPATCH_INITIATOR", "COMPUTE_
                                          "COMPUTE_DIM_Z"))
 
 
+_HEADERS_KEPT = 4096  # distinct header values a queue remembers (`PM4Queue._header`)
+
+
 class PM4Queue(EngineQueue):
     """A PM4 compute queue: ring in dwords, 64-bit wptr, rptr reported to memory, up to two IB levels."""
 
@@ -87,11 +90,16 @@ class PM4Queue(EngineQueue):
         # whether the trace may rewrite its register values, (fast check, its action) or None)
         fast = {OP[name[5:]]: (getattr(self, name), getattr(self, "_do" + name[5:])) for name in dir(self)
                 if name.startswith("_fast") and name[5:] in OP}
+        self.coherence = gpu.coherence  # None: the coherent memory model (no cache work at all)
+        if self.coherence is not None:  # the cache bits are hints on the fast path: the general handler runs
+            fast.pop(OP["RELEASE_MEM"], None)
         self._ops = {op: (fmt, handlers[op], fmt.size, fmt.min_dwords, fmt.fast_decoder, fmt.name in TRACKED,
                           fast.get(op) if self.fast_paths else None) for op, fmt in self.fmts.items()}
         self._plain = _plain_shapes(self.family)
+        plain = self._plain["RELEASE_MEM"]
+        self._release_key, self._release_shapes, self._release_fields = plain.key, plain.shapes, plain.fields
+        self._headers: dict[int, tuple] = {}  # header dword -> what it tells (`_header`)
         self._packet_cost = gpu.cost.packet
-        self.coherence = gpu.coherence  # None: the coherent memory model (no cache work at all)
 
     def write_back_rptr(self) -> None:
         # The CP reports its read offset as a wrapped dword offset (amdgpu reads 32 bits). [uncertain]
@@ -118,31 +126,24 @@ class PM4Queue(EngineQueue):
         stops after a packet that changes what runs next -- a wait, a transfer, another stream, a launched
         dispatch -- and at the stream's end. Returns the packets executed. A packet's errors (DecodeError, ...)
         carry its place as `at`."""
-        gpu, ops, cost, stack = self.gpu, self._ops, self._packet_cost, self.stack
+        gpu, cost, stack, headers = self.gpu, self._packet_cost, self.stack, self._headers
         trace, name, place = gpu.trace.append, self.name, stream.place
         done, pos = 0, stream.pos
         try:
             while True:
-                buf, i = stream.window(pos)  # cached ring dwords: a packet is one slice of them on the fast path
+                buf = stream._buf  # cached ring dwords (Stream.window, inline): a packet is one slice of them
+                i, size = (pos - stream._buf_pos) >> 2, len(buf)
+                if not 0 <= i < size:
+                    buf, i = stream.window(pos)
+                    size = len(buf)
                 hdr = buf[i]
-                if hdr >> 30 != TYPE3:
-                    raise DecodeError(f"{TYPE_NAMES[hdr >> 30]} packet 0x{hdr:08x} is not accepted on a user compute "
-                                      f"queue")
-                op = (hdr >> 8) & 0xFF
-                entry = ops.get(op)
-                if entry is None:
-                    if op in OPCODES:
-                        raise UnsupportedError(f"PM4 {OPCODES[op]} (opcode 0x{op:02x}) is not emulated on compute "
-                                               f"queues")
-                    raise DecodeError(f"unknown PM4 opcode 0x{op:02x}")
-                fmt, handler, size, min_dw, decode, tracked, fast = entry
-                count = (hdr >> 16) & COUNT_MAX
-                n = 1 if op == _NOP and count == NOP_ONE_DWORD else count + 2
-                if size is not None and n != size:
-                    raise DecodeError(f"{fmt.name}: header count {n - 2} makes {n} dwords, the packet is {size}")
-                dws = buf[i:i + n] if i + n <= len(buf) else stream.dwords(pos, n)
-                if fast is not None and n >= min_dw and not hdr & 1 and (values := fast[0](dws)) is not None:
-                    handler = fast[1]  # a plain shape: the fields it acts on, no checks left to make
+                known = headers.get(hdr)  # what the header tells, decided once per header value (`_header`)
+                if known is None:
+                    known = self._header(hdr)
+                n, fmt, handler, min_dw, decode, tracked, plain, act = known
+                dws = buf[i:i + n] if i + n <= size else stream.dwords(pos, n)
+                if plain is not None and (values := plain(dws)) is not None:
+                    handler = None  # a plain shape: `act` acts on the fields, no checks left to make
                 else:
                     values = decode(dws) if n >= min_dw else fmt.decode_fast(dws)  # short: the descriptive error
                     if hdr & 1:
@@ -153,8 +154,11 @@ class PM4Queue(EngineQueue):
                 else:  # what gpu.trace_packet records for every other packet
                     trace((gpu.clock, name, "packet", (place, pos, fmt, dws, None)))
                 gpu.clock += cost
-                stream.pos = pos + 4 * n
-                handler(stream, pos, values)
+                stream.pos = pos + (n << 2)
+                if handler is None:
+                    act(values)
+                else:
+                    handler(stream, pos, values)
                 done += 1
                 pos = stream.pos
                 if done >= budget or pos >= stream.end or self.wait is not None or self.transfer is not None \
@@ -164,28 +168,50 @@ class PM4Queue(EngineQueue):
             e.at = (stream, pos)  # where the fault report points
             raise
 
+    def _header(self, hdr: int) -> tuple:
+        """What a header dword tells: (packet dwords, format, handler, dwords the fast decoder needs, fast decoder,
+        traced with register values, the fast path's check and action or None, None), or the error of a header a
+        compute queue refuses. Kept in `_headers` (a function of the header value alone: type, opcode, count,
+        PREDICATE)."""
+        if hdr >> 30 != TYPE3:
+            raise DecodeError(f"{TYPE_NAMES[hdr >> 30]} packet 0x{hdr:08x} is not accepted on a user compute queue")
+        op = (hdr >> 8) & 0xFF
+        entry = self._ops.get(op)
+        if entry is None:
+            if op in OPCODES:
+                raise UnsupportedError(f"PM4 {OPCODES[op]} (opcode 0x{op:02x}) is not emulated on compute queues")
+            raise DecodeError(f"unknown PM4 opcode 0x{op:02x}")
+        fmt, handler, size, min_dw, decode, tracked, fast = entry
+        count = (hdr >> 16) & COUNT_MAX
+        n = 1 if op == _NOP and count == NOP_ONE_DWORD else count + 2
+        if size is not None and n != size:
+            raise DecodeError(f"{fmt.name}: header count {n - 2} makes {n} dwords, the packet is {size}")
+        # the fast path's check and action when this header may take it (long enough for its decoder, no PREDICATE)
+        plain, act = fast if fast is not None and n >= min_dw and not hdr & 1 else (None, None)
+        known = (n, fmt, handler, min_dw, decode, tracked, plain, act)
+        if len(self._headers) < _HEADERS_KEPT:
+            self._headers[hdr] = known
+        return known
+
     # -- the common cases ----------------------------------------------------------------------------
     # A packet whose control fields select a plain behaviour skips the general decode and checks: `_fast<NAME>(dws)`
-    # returns the few fields its `_do<NAME>` acts on, or None (the general path). The plain shapes are the control
-    # values the general handler accepts (`_plain_shapes`, decided by the same code); the action is the one the
+    # returns the few fields its `_do<NAME>(fields)` acts on, or None (the general path). The plain shapes are the
+    # control values the general handler accepts (`_plain_shapes`, decided by the same code); the action is the one the
     # general handler ends in. tests/test_pm4_fast_paths.py runs both paths on the same packets. (WRITE_DATA had
     # one too: no faster than its general path, measured, so removed.)
 
     def _fastNOP(self, d):
         return _NO_FIELDS
 
-    def _doNOP(self, stream, pos, v):
+    def _doNOP(self, v):
         pass
 
     def _fastRELEASE_MEM(self, d):
-        """A data write with nothing queued before it acts now (what `at_end_of_pipe` would do)."""
-        plain = self._plain["RELEASE_MEM"]
-        if self.coherence is not None or self.inflight or self.eop_events or plain.key(d) not in plain.shapes:
+        """A data write with nothing queued before it acts now (what `at_end_of_pipe` would do). Not installed with a
+        memory model (`__init__`): the general handler decodes the whole packet for the cache bits."""
+        if self.inflight or self.eop_events or self._release_key(d) not in self._release_shapes:
             return None
-        return plain.fields(d)
-
-    def _doRELEASE_MEM(self, stream, pos, v):
-        self._release(v)
+        return self._release_fields(d)
 
     # -- packets -----------------------------------------------------------------------------------
 
@@ -345,6 +371,8 @@ class PM4Queue(EngineQueue):
             cur = mem.read_u32(addr) if width == 4 else mem.read_u64(addr)
             if cur == v["data"] & ((1 << 8 * width) - 1):
                 self.gpu.interrupt("cp_eop", v["int_ctxid"], self)
+
+    _doRELEASE_MEM = _release  # the plain shapes' action: the general handler's end-of-pipe action, at once
 
     def _plain_store(self, addr: int, width: int, value: int) -> None:
         """A RELEASE_MEM data write with the coherent memory model: straight to memory."""
