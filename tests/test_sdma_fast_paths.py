@@ -86,3 +86,16 @@ def test_the_fast_path_is_taken_for_plain_copies_only(monkeypatch):
         gpu.run()
         assert bytes(b.view) == bytes(a.view)
     assert general == [56]  # only the TMZ copy (the third packet, byte 56) took the general path
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("cut", [1, 6])
+def test_a_packet_cut_by_the_write_pointer_faults_as_running_past_it(fast, cut, monkeypatch):
+    """A packet whose dwords run past the write pointer is refused with that reason on both paths (the cached
+    dwords end at the write pointer: a short slice of them must not reach the decoder)."""
+    monkeypatch.setattr(SDMAQueue, "fast_paths", fast)
+    with EmulatedGPU(target="gfx1100", seed=0) as gpu:
+        a, b = gpu.alloc(4096), gpu.alloc(4096)
+        q = gpu.sdma_queue()
+        q.submit(sdma.nop(2) + sdma.copy_linear(b.va, a.va, 64)[:cut])
+        assert len(gpu.faults) == 1 and "runs past the write pointer" in gpu.faults[0].message, gpu.faults

@@ -102,10 +102,12 @@ class SDMAQueue(EngineQueue):
 
     def execute(self, stream: Stream) -> None:
         pos = stream.pos
-        hdr = stream.dwords(pos, 1)[0]
+        buf, i = stream.window(pos)  # the cached dwords (never past the end): slices where they hold enough
+        hdr = buf[i]
         fmt = self.fmts.get((hdr & 0xFF, (hdr >> 8) & 0xFF)) or lookup(hdr, self.version)
-        n = packet_size(fmt, stream.dwords(pos, size_prefix(fmt)))
-        dws = stream.dwords(pos, n)
+        k = size_prefix(fmt)
+        n = packet_size(fmt, buf[i:i + k] if i + k <= len(buf) else stream.dwords(pos, k))
+        dws = buf[i:i + n] if i + n <= len(buf) else stream.dwords(pos, n)
         values = fmt.decode_fast(dws)
         self.gpu.trace_packet(self, stream, pos, fmt, dws)
         if fmt.name not in _MOVERS:
