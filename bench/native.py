@@ -44,7 +44,7 @@ def native(target: str) -> list[str]:
             f.write(compile_llvm(SCALE_IR, target, code_object_version=5, link=True))
         t = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "hcqsim", "run", "--stack", "debian13-hip", "--target", target,
-                               "--", str(program), co], capture_output=True, text=True, timeout=900)
+                               "--", str(program), co], capture_output=True, text=True, timeout=int(os.environ.get("NATIVE_BENCH_TIMEOUT", "900")))
         wall = time.perf_counter() - t
     lines = [line for line in done.stdout.splitlines() if ": " in line and not line.startswith("FAIL")]
     if done.returncode != 0:
