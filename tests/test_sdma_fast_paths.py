@@ -43,7 +43,7 @@ def _streams(va: int, version: str) -> dict[str, list[int]]:
 
 def _run(target: str, stream: list[int], fast: bool, policy: str, monkeypatch) -> tuple:
     monkeypatch.setattr(SDMAQueue, "fast_paths", fast)
-    with EmulatedGPU(target=target, seed=5, policy=policy) as gpu:
+    with EmulatedGPU(target=target, seed=5, policy=policy, memory_model="coherent") as gpu:
         buf = gpu.alloc(PAGES * 4096)
         buf.view[:] = np.arange(PAGES * 4096, dtype=np.uint32).astype(np.uint8)
         q = gpu.sdma_queue()
@@ -57,7 +57,7 @@ def _run(target: str, stream: list[int], fast: bool, policy: str, monkeypatch) -
 @pytest.mark.parametrize("policy", ["run_to_block", "round_robin", "random"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_fast_and_general_paths_agree_on_every_stream(target, policy, monkeypatch):
-    with EmulatedGPU(target=target, seed=5) as probe:  # the buffer's address in a fresh GPU (deterministic)
+    with EmulatedGPU(target=target, seed=5, memory_model="coherent") as probe:  # the buffer address (deterministic)
         va = probe.alloc(PAGES * 4096).va
     version = version_name(probe.target.sdma_version)
     streams = _streams(va, version)
@@ -77,7 +77,7 @@ def test_the_fast_path_is_taken_for_plain_copies_only(monkeypatch):
     general = []
     execute = SDMAQueue.execute
     monkeypatch.setattr(SDMAQueue, "execute", lambda self, s: general.append(s.pos) or execute(self, s))
-    with EmulatedGPU(target="gfx1100", seed=0) as gpu:
+    with EmulatedGPU(target="gfx1100", seed=0, memory_model="coherent") as gpu:  # (the fast path exists only there)
         a, b = gpu.alloc(4096), gpu.alloc(4096)
         a.view[:] = 7
         q = gpu.sdma_queue()
@@ -94,7 +94,7 @@ def test_a_packet_cut_by_the_write_pointer_faults_as_running_past_it(fast, cut, 
     """A packet whose dwords run past the write pointer is refused with that reason on both paths (the cached
     dwords end at the write pointer: a short slice of them must not reach the decoder)."""
     monkeypatch.setattr(SDMAQueue, "fast_paths", fast)
-    with EmulatedGPU(target="gfx1100", seed=0) as gpu:
+    with EmulatedGPU(target="gfx1100", seed=0, memory_model="coherent") as gpu:  # (the fast path exists only there)
         a, b = gpu.alloc(4096), gpu.alloc(4096)
         q = gpu.sdma_queue()
         q.submit(sdma.nop(2) + sdma.copy_linear(b.va, a.va, 64)[:cut])
