@@ -26,6 +26,11 @@ class OSBoundary(abc.ABC):
     """The interface. Every method mirrors one system call (or one CPU store) of a KFD runtime."""
 
     emulated = False
+    # Optional, emulator only: an object with `observed(address)` and `stored(address, size)` that the runtime calls
+    # when the host reads or writes a signal's value, so the emulator's memory model (report mode) orders the host
+    # after the GPU work whose value it saw and the GPU work it releases after the host (docs/memory_model.md,
+    # "Happens-before"). None: nobody listens (real hardware, or no memory model).
+    host_order = None
 
     @abc.abstractmethod
     def open(self, path: str, flags: int = os.O_RDWR | os.O_CLOEXEC) -> int:

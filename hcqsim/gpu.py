@@ -405,6 +405,8 @@ class EmulatedGPU:
             raise QueueError(f"doorbell on {'faulted' if queue.fault else 'destroyed'} queue {queue.name}")
         try:
             queue.doorbell(value)
+            if self.coherence is not None and self.coherence.hb:  # the host publishes: ordered after what it knows
+                self.coherence.order.doorbell(queue)
         except QueueError as e:  # a doorbell is a plain store that cannot fail: a bad value faults this queue alone
             err = EngineError(str(e))
             err.kind = "bad doorbell"

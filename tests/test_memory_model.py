@@ -751,7 +751,10 @@ def test_dependent_dispatches_without_a_partial_flush_are_recorded(target):
         return run
     assert _run_stream(target, "report", build(True)) == (OLD, [])
     value, records = _run_stream(target, "report", build(False))
-    assert value == OLD and [(r.kind, r.missing) for r in records] == [("no partial flush", "CS_PARTIAL_FLUSH")]
+    # gfx942 also: the second dispatch's acquire (TC_WB | TC, an L2 per XCC) may run before the first dispatch's
+    # stores, which happen-before orders nothing before it, so they may still be dirty in its XCC's L2
+    also = [("not written back", "TC_WB")] if target == "gfx942" else []
+    assert value == OLD and [(r.kind, r.missing) for r in records] == [("no partial flush", "CS_PARTIAL_FLUSH")] + also
     assert "dispatch 0" in records[0].writer and "dispatch 1" in records[0].reader
 
 

@@ -35,9 +35,10 @@ runtime's own end-of-submission fence (a RELEASE_MEM with write-back) cannot run
 Adversarial searches of a broken form stop at the first wrong value; a correct form is searched over the first
 20 examples of the default profile in the default run (every example under HCQSIM_FUZZ=nightly).
 
-Strict xfails (NOT_MODELLED, each with its reason): (b) in report mode on gfx1100 (ruled: report mode follows one
-run, docs/memory_model.md "Rulings"), and the HDP streams until hcqsim/coherence/hdp.py exists. (f') was ruled
-on too: it now drops kernel 1's acquire as well (with it the stream is correct on gfx1100).
+Strict xfails (NOT_MODELLED, each with its reason): the HDP streams until hcqsim/coherence/hdp.py exists. (b) was
+one in report mode on gfx1100 until report mode ordered cache operations by happens-before (docs/memory_model.md,
+"Happens-before"). (f') was ruled on: it now drops kernel 1's acquire as well (with it the stream is correct on
+gfx1100).
 """
 from __future__ import annotations
 
@@ -491,10 +492,9 @@ CASES = [pytest.param(s, t, id=f"{s.name}-{t}") for s in STREAMS for t in s.targ
 # Where the model does not do what the facts say (yet): the cases, each with why; /work/team notes carry the
 # details. A strict xfail: when the model catches it, the mark must go.
 HDP_MODELLED = importlib.util.find_spec("hcqsim.coherence.hdp") is not None
-NOT_MODELLED = {("kernel_after_sdma_without_acquire", "gfx1100", "report"): (
-    "ruled (docs/memory_model.md, Rulings): the stream is broken (facts 6.3: a cross-queue wait is followed by "
-    "ACQUIRE_MEM) and adversarial finds it, but report mode follows one run: in this one the copy queue's leading "
-    "GCR_REQ runs after kernel 1's reads and drops its copies, so no load meets a stale line")}
+# (b) in report mode on gfx1100 was one until report mode tracked happens-before between queues (coherence.order):
+# the copy queue's leading GCR_REQ is not ordered after kernel 1's reads, so their copies survive it.
+NOT_MODELLED: dict = {}
 if not HDP_MODELLED:
     for name in ("host_write_without_hdp_flush", "sdma_copy_of_host_write_without_hdp_flush"):
         for t in TARGETS:

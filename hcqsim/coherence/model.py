@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from ..memory import AddressSpace, Mapping, host_view
+from .order import HOST, MULTI, Order
 from .report import MemoryReport, ReportLog
 
 LINE_SHIFT = 7
@@ -79,6 +80,12 @@ class Lines:
         self.elsewhere = np.full(n, -1, np.int32)
         self.dirty = np.zeros(n * LINE, bool) if write_back else None
         self.writer = np.full(n, -1, np.int32) if write_back else None  # actor id of the last dirtying store
+        # report mode, happens-before (coherence.order): the epoch (agent, clock) of the access that filled each
+        # line, and (GL2) of the stores that dirtied it (agent MULTI: several agents; -1: clean or unknown)
+        self.f_agent = np.full(n, -1, np.int32)
+        self.f_clock = np.zeros(n, np.int64)
+        self.w_agent = np.full(n, -1, np.int32) if write_back else None
+        self.w_clock = np.zeros(n, np.int64) if write_back else None
 
     def any_valid(self) -> bool:
         return bool(self.valid.any())
@@ -141,6 +148,73 @@ class CacheModel:
         # the deterministic default placement: workgroup w (linear id) on default_slots[w % 2], two slots that
         # differ in CU and (with several XCCs) in XCC, so neighbouring workgroups do; workgroup 0 on slot 0
         self.default_slots = (0, (1 % self.n_xcc) * N_CU + 1)
+        # report mode: happens-before between agents (coherence.order; an EmulatedSystem shares one between its
+        # GPUs): a packet's invalidate drops, and its write-back cleans, only what its clock covers
+        self.order = Order()
+        self.hb = mode == "report"
+
+    # -- happens-before (report mode) ---------------------------------------------------------------------
+
+    def hb_now(self) -> tuple[dict, int, int]:
+        """(clock, agent, counter) of whoever accesses memory now: an end-of-pipe action being performed, a
+        dispatch (its launch clock), a queue's command processor (or its CP DMA), else the host."""
+        order = self.order
+        if order.context is not None:
+            return order.context
+        a = self.agent
+        if a is None:
+            return order.host, HOST, order.host[HOST]
+        if a.kind == "dispatch":
+            e = a.__dict__.get("_hb")
+            if e is not None:
+                return e
+            a = a.queue
+        q = a if a.kind == "queue" else a.queue
+        vc = order.clock(q)
+        qid = q._hb_ids[0]
+        return vc, qid, vc[qid]
+
+    def hb_snapshot(self) -> dict:
+        """A copy of the current accessor's clock (what an interrupt raised now carries to the host)."""
+        return dict(self.hb_now()[0])
+
+    def acquired(self, queue, address: int) -> None:
+        """`queue` observed the dword at `address` (a wait satisfied, a poll passed): it acquires its writer's clock."""
+        if not self.hb:
+            return
+        try:
+            cur = AddressSpace.read(self.gpu.memory, address & ~3, 4)
+        except Exception:  # an unmapped address faults elsewhere; nothing is learnt here
+            cur = None
+        self.order.observe(self.order.clock(queue), address, cur)
+
+    def end_of_pipe(self, queue, action):
+        """`action` (a RELEASE_MEM's work) queued now, performed once earlier dispatches finished: it runs with the
+        clock it has now, covering every dispatch launched before it."""
+        if not self.hb:
+            return action
+        ctx = self.order.end_of_pipe(queue, queue.launched)
+        order = self.order
+
+        def run():
+            saved, order.context = order.context, ctx
+            try:
+                action()
+            finally:
+                order.context = saved
+        return run
+
+    def _published(self, address: int, data: np.ndarray) -> None:
+        """An engine's small write (a signal, a fence, a flag): a release of the writer's clock."""
+        vc, _, _ = self.hb_now()
+        self.order.store(address, data.tobytes(), vc)
+        a = self.agent
+        if self.order.context is None and a is not None and a.kind != "dispatch":
+            self.order.tick(a if a.kind == "queue" else a.queue)
+
+    def _hb_filter(self, agents: np.ndarray, clocks: np.ndarray) -> np.ndarray:
+        """Per event: covered by the current accessor's clock."""
+        return Order.covered(self.order.array(self.hb_now()[0]), agents, clocks)
 
     # -- reports ------------------------------------------------------------------------------------
 
@@ -280,10 +354,16 @@ class CacheModel:
             lv = st.levels.get(levels[i])
             if lv is not None:
                 first[lv.valid[lines]] = i
+        epoch = None
         for i in range(len(levels) - 1, -1, -1):
             need = lines[first > i]
             if need.size == 0:
                 continue
+            if self.hb:
+                if epoch is None:
+                    epoch = self.hb_now()[1:]
+                lv_ = st.level(levels[i])
+                lv_.f_agent[need], lv_.f_clock[need] = epoch
             lv = st.level(levels[i])
             below = st.levels[levels[i + 1]] if i + 1 < len(levels) else None
             for a, b in _runs(need):
@@ -341,6 +421,8 @@ class CacheModel:
         "through" (GL2 lines present updated and clean, DRAM written), "dram" (DRAM only: GL2 lines present keep
         their old bytes -- SDMA 4)."""
         hi = lo + len(data)
+        if self.hb and len(data) <= 32:
+            self._published(st.start + lo, data)
         first_line, last_line = lo >> LINE_SHIFT, ((hi - 1) >> LINE_SHIFT) + 1
         st.last_writer[first_line:last_line] = writer_id  # (no CU-side level sees it)
         self.seq += 1
@@ -354,6 +436,8 @@ class CacheModel:
                 gl2.dirty[lo:hi] = True
                 gl2.writer[lines] = writer_id
                 gl2.seq[lines] = self.seq
+                if self.hb:
+                    self._dirtied(gl2, lines)
             if not self.adversarial:
                 st.dram[lo:hi] = data
             return
@@ -455,6 +539,8 @@ class CacheModel:
             gl2.dirty[B] = True
             gl2.writer[lines] = writer_id
             gl2.seq[lines] = self.seq
+            if self.hb:
+                self._dirtied(gl2, lines)
             if not self.adversarial:
                 st.dram[B] = flat
             return
@@ -468,6 +554,15 @@ class CacheModel:
             who = self.describe(writer_id)
             for a, b in _runs(lines):
                 self.dram_written(st.start + a * LINE, min(b * LINE, st.size) - a * LINE, who)
+
+    def _dirtied(self, gl2: Lines, lines: np.ndarray) -> None:
+        """Report mode: `lines` of an L2 copy were just dirtied by the current accessor; a line another agent's
+        stores left dirty becomes MULTI (any write-back cleans it: the weaker reading)."""
+        _, aid, clk = self.hb_now()
+        wa = gl2.w_agent[lines]
+        other = (wa != aid) & (wa != -1)
+        gl2.w_agent[lines] = np.where(other, MULTI, aid)
+        gl2.w_clock[lines] = np.maximum(gl2.w_clock[lines], clk)
 
     # -- what the reports say ---------------------------------------------------------------------------
 
@@ -596,11 +691,14 @@ class CacheModel:
         mine = self.queue_actors.get(queue)
         if not mine:
             return
+        arr = self.order.array(self.hb_now()[0]) if self.hb else None
         for st, name, gl2 in [(st, n, st.levels[n]) for st in self.states.values() for n in self.l2_names
                               if n in st.levels]:
             if not gl2.dirty.any():
                 continue
             dirty_lines = np.nonzero(gl2.dirty.reshape(-1, LINE).any(axis=1))[0]
+            if arr is not None:  # only stores ordered before this release are its to write back
+                dirty_lines = dirty_lines[Order.covered(arr, gl2.w_agent[dirty_lines], gl2.w_clock[dirty_lines])]
             for w in np.unique(gl2.writer[dirty_lines]).tolist():
                 if w not in mine:
                     continue
@@ -649,16 +747,40 @@ class CacheModel:
         """Drop every line of a read-only level (GLV, GL1, GLK, GLI): every CU's copy, or CU slot `slot`'s."""
         self.stats["invalidates"] += 1
         only = f"{level}.{slot}" if slot is not None and level in PER_CU else None
+        arr = self.order.array(self.hb_now()[0]) if self.hb and slot is None else None
         for st in self.states.values():
             for name, lv in st.levels.items():
                 if name == only or (only is None and base(name) == level):
-                    lv.valid[:] = False
+                    if arr is None:
+                        lv.valid[:] = False
+                        continue
+                    # a packet's invalidate (report mode): a copy filled at a point not ordered before it may
+                    # have been filled after it in another schedule, so it survives
+                    held = np.nonzero(lv.valid)[0]
+                    if held.size:
+                        lv.valid[held[Order.covered(arr, lv.f_agent[held], lv.f_clock[held])]] = False
 
     def write_back(self, xcc: int | None = None) -> None:
         """GL2_WB / TC_WB: every dirty byte goes to DRAM; the lines stay, clean (every XCC's L2, or `xcc`'s)."""
         self.stats["write_backs"] += 1
+        arr = self.order.array(self.hb_now()[0]) if self.hb and xcc is None else None
         for st, gl2 in self._l2_levels(xcc):
             if not gl2.dirty.any():
+                continue
+            if arr is not None:  # a packet's write-back (report mode): only stores ordered before it are cleaned
+                lines = np.nonzero(gl2.dirty.reshape(-1, LINE).any(axis=1))[0]
+                lines = lines[Order.covered(arr, gl2.w_agent[lines], gl2.w_clock[lines])]
+                if lines.size == 0:
+                    continue
+                mask = np.zeros(gl2.valid.size, bool)
+                mask[lines] = True
+                sel = np.repeat(mask, LINE) & gl2.dirty
+                idx = np.nonzero(sel)[0]
+                if self.dram_write_hooks:
+                    for a, b in _runs(lines):
+                        self.dram_written(st.start + a * LINE, min(b * LINE, st.size) - a * LINE, "GL2 write-back")
+                gl2.dirty[idx] = False
+                gl2.w_agent[lines], gl2.w_clock[lines] = -1, 0
                 continue
             idx = np.nonzero(gl2.dirty)[0]
             if self.adversarial:  # report mode wrote DRAM with every store already
@@ -667,14 +789,19 @@ class CacheModel:
                 for a, b in _runs(np.unique(idx >> LINE_SHIFT)):
                     self.dram_written(st.start + a * LINE, min(b * LINE, st.size) - a * LINE, "GL2 write-back")
             gl2.dirty[:] = False
+            gl2.w_agent[:] = -1
 
     def invalidate_l2(self, xcc: int | None = None) -> None:
         """GL2_INV / TC: clean lines are dropped; a line with dirty bytes keeps them and re-reads the rest (an
         invalidate never loses data written through GL2: the weaker reading)."""
         self.stats["invalidates"] += 1
+        arr = self.order.array(self.hb_now()[0]) if self.hb and xcc is None else None
         for st, gl2 in self._l2_levels(xcc):
             has_dirty = gl2.dirty.reshape(-1, LINE).any(axis=1)
-            gl2.valid &= has_dirty
+            if arr is not None:  # report mode: copies filled at points not ordered before the invalidate survive it
+                gl2.valid &= has_dirty | ~Order.covered(arr, gl2.f_agent, gl2.f_clock)
+            else:
+                gl2.valid &= has_dirty
             if has_dirty.any():
                 keep = np.repeat(has_dirty, LINE)[:st.size] & ~gl2.dirty[:st.size]
                 gl2.data[:st.size][keep] = st.dram[keep]
@@ -692,6 +819,7 @@ class CacheModel:
                             detail="GL2_DISCARD dropped dirty lines: the data written there never reaches memory")
             gl2.valid[lines] = False
             gl2.dirty[:] = False
+            gl2.w_agent[:] = -1
 
     def perform(self, ops: set[str], slot: int | None = None) -> None:
         """Cache actions by model name: WB (GL2 write-back) before the invalidates, as a forward SEQ does. A
@@ -737,6 +865,8 @@ class CacheModel:
 
     def launched(self, queue, dispatch) -> None:
         """A dispatch starts: it may overlap every dispatch of its queue launched since the last partial flush."""
+        if self.hb and dispatch is not None:
+            dispatch._hb = self.order.launched(queue, dispatch.seq)
         if not self.reporting or dispatch is None:
             return
         peers = list(getattr(queue, "unfenced", ()))
@@ -749,6 +879,8 @@ class CacheModel:
 
     def drained(self, queue) -> None:
         """CS_PARTIAL_FLUSH (or an AQL barrier): later work of the queue is ordered after its earlier dispatches."""
+        if self.hb:
+            self.order.drained(queue, queue.launched)
         for d in getattr(queue, "unfenced", ()):
             self.footprints.pop(d, None)
         queue.unfenced = []

@@ -196,6 +196,8 @@ class AQLQueue(PM4Queue):
             self.stall(stream, pos, met, EQUAL, 1, 1, deps[0] + SIGNAL_VALUE, retry=True)
             return
         stream.pos = pos + PACKET_SIZE
+        for d in deps:  # the dependencies observed (report mode's happens-before)
+            self.acquired(d + SIGNAL_VALUE)
         self._complete(struct.unpack_from("<Q", raw, 56)[0], index)
 
     def _vendor(self, stream: Stream, pos: int, raw: bytes, where: str) -> None:

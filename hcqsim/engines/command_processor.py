@@ -258,6 +258,7 @@ class PM4Queue(EngineQueue):
             addr = None
             read = lambda: self.read_register(reg)
         if COMPARE[func](read() & mask, ref):
+            self.acquired(addr)
             return
         self.stall(stream, pos, read, func, ref, mask, addr)
 

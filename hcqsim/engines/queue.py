@@ -391,8 +391,9 @@ class EngineQueue:
                     if not self.wait.satisfied():
                         break
                     stream.pos += self.wait.size
-                    self.wait = None
+                    address, self.wait = self.wait.address, None
                     if self.gpu.coherence is not None:
+                        self.acquired(address)
                         self.gpu.coherence.waited(self)
                     done += 1
                     continue
@@ -470,6 +471,8 @@ class EngineQueue:
     def at_end_of_pipe(self, action: Callable[[], None]) -> None:
         """Queue `action` as an end-of-pipe event (RELEASE_MEM): it runs once every dispatch launched before it
         has finished, in order with the queue's other such events; the queue does not stall (facts 3, 6.2)."""
+        if self.gpu.coherence is not None:  # report mode: the action keeps the clock it has now (coherence.order)
+            action = self.gpu.coherence.end_of_pipe(self, action)
         if not self.eop_events and not self.inflight:  # nothing before it: it acts now (what firing would do)
             action()
             return
@@ -480,6 +483,12 @@ class EngineQueue:
         oldest = self.inflight[0].seq if self.inflight else self.launched
         while self.eop_events and self.eop_events[0][0] <= oldest:
             self.eop_events.popleft()[1]()
+
+    def acquired(self, address: int | None) -> None:
+        """This queue observed the memory at `address` (a wait or poll passed): with the memory model on, it is
+        ordered after the write it saw (report mode's happens-before, coherence.order)."""
+        if address is not None and self.gpu.coherence is not None:
+            self.gpu.coherence.acquired(self, address)
 
     def drain_dispatches(self, stream: Stream, pos: int, what: str, *, retry: bool = False) -> bool:
         """Stall at the packet at `pos` until every dispatch this queue launched before it has finished (CS_PARTIAL_FLUSH,

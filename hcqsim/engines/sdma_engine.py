@@ -244,6 +244,7 @@ class SDMAQueue(EngineQueue):
             return mem.read_u32(addr)
 
         if COMPARE[func](read() & mask, ref):
+            self.acquired(addr)
             return
         self.stall(stream, pos, read, func, ref, mask, addr)
 

@@ -8,6 +8,7 @@ it) never sees driver state half-updated.
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import threading
@@ -27,6 +28,26 @@ if TYPE_CHECKING:
 FD_BASE = 1000  # fake file descriptors start here so they never collide with real small fds
 
 
+class HostOrder:
+    """`OSBoundary.host_order` of an emulated machine in report mode: the host's reads and writes of signals, as
+    the runtime reports them, are acquires and releases of the host's clock (coherence.order). The host observing
+    a value acquires the clock of the GPU write that left it; a value the host stores releases the host's clock to
+    whoever observes it; the host's doorbells then order the work they publish after what the host knows."""
+
+    def __init__(self, system: "EmulatedSystem"):
+        self.system, self.order = system, system.order
+
+    def observed(self, address: int) -> None:
+        """The host read the (4- or 8-byte) value at `address` (a CPU address: the emulator maps GPU VA = host VA)."""
+        with self.system.lock:
+            self.order.host_acquire(address, ctypes.string_at(address & ~3, 4))
+
+    def stored(self, address: int, size: int) -> None:
+        """The host stored `size` bytes at `address`."""
+        with self.system.lock:
+            self.order.host_release(address, ctypes.string_at(address, size))
+
+
 class EmulatedOS(OSBoundary):
     """The runtime's OS boundary over an EmulatedSystem: fake fds, the emulated driver, sysfs, mmap, doorbells."""
 
@@ -39,6 +60,13 @@ class EmulatedOS(OSBoundary):
         self._reported: dict[int, int] = {}  # GPU index -> faults already handed out by fault_details
         self.drm = AmdgpuDrm(system)  # the render nodes' DRM ioctls; its sysfs files join the topology's
         system.sysfs.tree.update(self.drm.sysfs_tree())
+        # report mode: one happens-before clock set for the machine (coherence.order), shared by its GPUs, and the
+        # runtime's host-side signal reads and writes as its edges (boundary.OSBoundary.host_order)
+        models = [g.coherence for g in system.gpus if g.coherence is not None and g.coherence.hb]
+        system.order = models[0].order if models else None
+        for m in models:
+            m.order = system.order
+        self.host_order = HostOrder(system) if models else None
 
     # -- files -------------------------------------------------------------------------------------
 

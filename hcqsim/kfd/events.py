@@ -75,6 +75,7 @@ class ProcessEvents:
 
     def __init__(self, driver: "KfdDriver"):
         self.driver = driver
+        self._irq_clock = None  # report mode: the clock of the interrupt being handled (coherence.order)
         self.events: dict[int, Event] = {}
         self.signal_page: SignalPage | None = None
         self.signal_mapped_size = 0
@@ -196,6 +197,8 @@ class ProcessEvents:
 
     def _irq_handler(self, dev: "ProcessDevice") -> Callable[[Interrupt], None]:
         def handle(irq: Interrupt) -> None:
+            model = dev.gpu.coherence
+            self._irq_clock = model.hb_snapshot() if model is not None and model.hb else None
             if irq.source == "cp_eop":
                 self._signal_interrupt(irq.ctxid & 0xFFFFFFFF, 32)
             elif irq.source == "sdma_trap":
@@ -232,6 +235,11 @@ class ProcessEvents:
 
     def _set_from_interrupt(self, ev: Event) -> None:
         if ev.type in _SIGNAL_TYPES:
+            if self._irq_clock is not None:  # report mode: a waiter woken by it is ordered after the interrupt
+                ev.__dict__.setdefault("hb", {})
+                for a, c in self._irq_clock.items():
+                    if ev.hb.get(a, 0) < c:
+                        ev.hb[a] = c
             self._slot(ev.id).value = k.UNSIGNALED_EVENT_SLOT  # acknowledge, then wake
             self._set_event(ev)
 
@@ -293,6 +301,10 @@ class ProcessEvents:
             args.wait_result = result
             if result == k.KFD_IOC_WAIT_RESULT_COMPLETE:
                 self._copy_event_data(waiters, args.events_ptr)
+                order = getattr(system, "order", None)
+                for w in waiters if order is not None else ():  # report mode: the host woke after the interrupts
+                    if w.activated and w.event is not None and "hb" in w.event.__dict__:
+                        order.host_join(w.event.hb)
             elif result == k.KFD_IOC_WAIT_RESULT_FAIL:
                 raise OSError(errno.EIO, f"{io.name}: an awaited event was destroyed")
         finally:

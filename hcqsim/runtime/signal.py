@@ -66,12 +66,19 @@ class Signal:
     def value(self) -> int:
         if self.freed_at is not None or self.device._closed:  # never read a freed slot (under the sanitizer
             self.check_live()  # its page is unmapped) nor the memory of a closed device
-        return ctypes.c_uint64.from_address(self.value_addr).value
+        value = ctypes.c_uint64.from_address(self.value_addr).value
+        order = self.device.os.host_order  # the emulator's memory model: the host saw this value (boundary.py)
+        if order is not None:
+            order.observed(self.value_addr)
+        return value
 
     @value.setter
     def value(self, v: int) -> None:
         self.check_live()
         ctypes.c_uint64.from_address(self.value_addr).value = check_signal_value(v)
+        order = self.device.os.host_order  # the emulator's memory model: the host released this value
+        if order is not None:
+            order.stored(self.value_addr, 8)
 
     @property
     def timestamp(self) -> int:
