@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hcqsim import pm4
 from hcqsim.coherence.order import HOST, MULTI, Order
 from hcqsim.runtime import CopyQueue
 from test_memory_model_streams import (NBYTES, RELEASE_WRITE_BACK_ONLY, VECTOR_INVALIDATE, WORDS, WRITE_BACK, Rig,
@@ -237,3 +238,60 @@ def test_an_epoch_is_covered_only_by_a_clock_that_reached_it():
     arr = order.array({a: 4})
     got = Order.covered(arr, np.array([a, a, -1, MULTI], np.int32), np.array([4, 5, 99, 99], np.int64))
     assert got.tolist() == [True, False, True, True]
+
+
+# -- ordered after the access, but not before the reader ------------------------------------------------------------
+
+@pytest.mark.parametrize("invalidates", [1, 2])
+def test_an_invalidate_after_the_signal_does_not_protect_the_reader_the_signal_woke(invalidates):
+    """The copy queue fills src, signals kernel 2 and only then invalidates (GCR_REQ; once, or twice: the second is
+    no more ordered before the read than the first): in this run the invalidate ran before kernel 2's read (kernel
+    2's queue was still waiting when the copy queue went on), but nothing orders it before that read: the copy the
+    invalidate dropped could still have been hit."""
+    def copy(r, read, filled, src):
+        q = CopyQueue(r.dev).wait(read, 1).fill(src, 7, NBYTES).signal(filled, 1)
+        for _ in range(invalidates):
+            q = q.memory_barrier()
+        return q
+    (got, src), reports = run("gfx1100", lambda r: refill(r, lambda read, filled, src: copy(r, read, filled, src)))
+    assert (got == 21).all()
+    found = stale(reports, "gfx1100", src)
+    assert found and "nothing orders it before this read" in found[0].detail, text(reports)
+
+
+def test_a_write_back_the_reader_is_not_ordered_after_does_not_make_the_store_visible_to_it():
+    """gfx942: queue 1 waits for the kernel's signal and writes every L2 back, but the SDMA queue waits for the
+    kernel's signal only: in this run the write-back ran first, yet the read around the L2 could have come first."""
+    def stream(r):
+        src, mid, out = r.vram(ramp()), r.vram(), r.gtt()
+        written, flushed, copied, go = r.signal(), r.signal(), r.signal(), r.signal()
+        r.submit(r.kernel(src, mid, 3) + r.release(written, 1, write_back=False) + [r.gate(go)])
+        r.submit([r.gate(written)] + r.release(flushed, 1, cache_bits=WRITE_BACK_BITS), index=1)
+        r.submit(CopyQueue(r.dev).wait(written, 1).copy(out, mid, NBYTES).signal(copied, 1).packets, engine="copy")
+        copied.wait(1)
+        go.value = 1
+        return mid
+    mid, reports = run("gfx942", stream)
+    found = read_around_l2(reports, mid)
+    assert found and "nothing orders it before this read" in found[0].detail, text(reports)
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_a_release_is_not_covered_by_a_write_back_it_is_not_ordered_after(target):
+    """Queue 0's kernel writes mid; after a partial flush queue 0 tells queue 1 (WRITE_DATA), which writes GL2 back;
+    the host opens queue 0's gate and queue 0 signals completion with a release that writes nothing back. In this
+    run queue 1's write-back came first, but nothing orders it before queue 0's release: the host could read mid
+    through the BAR first."""
+    def stream(r):
+        src, mid = r.vram(ramp()), r.vram()
+        told, flushed, go, done = r.signal(), r.signal(), r.signal(), r.signal()
+        r.submit(r.kernel(src, mid, 3) + [pm4.write_data(told.value_addr, [1]), r.gate(go)]
+                 + r.release(done, 1, write_back=False))
+        r.submit([r.gate(told)] + r.release(flushed, 1, cache_bits=RELEASE_WRITE_BACK_ONLY[r.family]), index=1)
+        go.value = 1  # without waiting for `flushed` (which would order queue 0 after the write-back)
+        done.wait(1)
+        return mid
+    mid, reports = run(target, stream)
+    found = [r for r in reports if r.kind == "not written back" and mid.va <= r.address < mid.va + NBYTES
+             and "host" in r.reader and "nothing orders it before this release" in r.detail]
+    assert found and found[0].missing in WRITE_BACK[FAMILY[target]], text(reports)

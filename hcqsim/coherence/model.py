@@ -86,6 +86,19 @@ class Lines:
         self.f_clock = np.zeros(n, np.int64)
         self.w_agent = np.full(n, -1, np.int32) if write_back else None
         self.w_clock = np.zeros(n, np.int64) if write_back else None
+        # a copy a packet's invalidate dropped keeps its bytes and the invalidate's epoch (g_*): a reader the
+        # invalidate is not ordered before could still have met it. GL2: bytes a packet's write-back cleaned keep
+        # the write-back's epoch (b_*) and their stores' (s_*): a reader around GL2 it is not ordered before, or a
+        # release, could still have met them dirty
+        self.g_agent = np.full(n, -1, np.int32)
+        self.g_clock = np.zeros(n, np.int64)
+        if write_back:
+            self.b_agent = np.full(n, -1, np.int32)
+            self.b_clock = np.zeros(n, np.int64)
+            self.s_agent = np.full(n, -1, np.int32)
+            self.s_clock = np.zeros(n, np.int64)
+            self.b_writer = np.full(n, -1, np.int32)
+            self.b_bytes = np.zeros(n * LINE, bool)  # which bytes of a line with a write-back ghost it cleaned
 
     def any_valid(self) -> bool:
         return bool(self.valid.any())
@@ -364,6 +377,7 @@ class CacheModel:
                     epoch = self.hb_now()[1:]
                 lv_ = st.level(levels[i])
                 lv_.f_agent[need], lv_.f_clock[need] = epoch
+                lv_.g_agent[need] = -1
             lv = st.level(levels[i])
             below = st.levels[levels[i + 1]] if i + 1 < len(levels) else None
             for a, b in _runs(need):
@@ -397,6 +411,9 @@ class CacheModel:
                 if gl2.dirty[lo:hi].any():  # one record: the first XCC's L2 holding the bytes dirty
                     self._dirty_read(st, gl2, lo, hi, reader)
                     break
+            else:
+                if self.hb:
+                    self._cleaned_unordered(st, l2s, lo, hi, reader)
             return data if self.adversarial else coherent.copy()
         first_line, last_line = lo >> LINE_SHIFT, ((hi - 1) >> LINE_SHIFT) + 1
         if not any(gl2.valid[first_line:last_line].any() for gl2 in l2s):
@@ -444,7 +461,7 @@ class CacheModel:
         if route != "dram":
             cut = slice(lo - first_line * LINE, lo - first_line * LINE + len(data))
             for gl2 in self._l2s(st):
-                present = np.repeat(gl2.valid[lines], LINE)[cut]
+                present = np.repeat(gl2.valid[lines] | (gl2.g_agent[lines] >= 0), LINE)[cut]  # ghosts too
                 gl2.data[lo:hi][present] = data[present]
                 gl2.dirty[lo:hi][present] = False
                 gl2.seq[lines[gl2.valid[lines]]] = self.seq
@@ -478,6 +495,8 @@ class CacheModel:
                 return data
             return coherent
         self._dispatch_key = id(dispatch) if dispatch is not None else -1
+        if self.hb:
+            self._ghosts(st, levels, lines, B, coherent, reader)
         first = self._fill(st, levels, lines, reader)
         top = st.levels[levels[0]]
         data = top.data[B]
@@ -521,6 +540,8 @@ class CacheModel:
             lv = st.levels.get(name)
             if lv is not None:
                 present = lv.valid[B >> LINE_SHIFT]
+                if self.hb:  # a ghost copy (coherence.order) would have been updated had it been there
+                    present = present | (lv.g_agent[B >> LINE_SHIFT] >= 0)
                 lv.data[B[present]] = flat[present]
                 held = lines[lv.valid[lines]]
                 lv.seq[held] = self.seq
@@ -545,7 +566,7 @@ class CacheModel:
                 st.dram[B] = flat
             return
         for gl2 in self._l2s(st):  # a write-through store (system scope, atomics): GL2 copies updated, clean
-            present = gl2.valid[B >> LINE_SHIFT]
+            present = gl2.valid[B >> LINE_SHIFT] | (gl2.g_agent[B >> LINE_SHIFT] >= 0)  # ghosts too
             gl2.data[B[present]] = flat[present]
             gl2.dirty[B[present]] = False
             gl2.seq[lines[gl2.valid[lines]]] = self.seq
@@ -555,6 +576,80 @@ class CacheModel:
             for a, b in _runs(lines):
                 self.dram_written(st.start + a * LINE, min(b * LINE, st.size) - a * LINE, who)
 
+    def _drop(self, lv: Lines, held: np.ndarray, arr: np.ndarray) -> None:
+        """A packet's invalidate with clock `arr` (report mode), over lines `held` (valid, or ghosts of an earlier
+        invalidate): copies whose fill it covers are dropped, keeping their bytes as a ghost with its epoch."""
+        cov = Order.covered(arr, lv.f_agent[held], lv.f_clock[held])
+        ghost = lv.g_agent[held] >= 0
+        # a ghost of an earlier invalidate this one is ordered after stays (a reader ordered after this one is after
+        # that one too); one of an invalidate not before this one cannot say "after either" and goes
+        subsumes = Order.covered(arr, lv.g_agent[held], lv.g_clock[held])
+        gone = held[cov & ghost & ~lv.valid[held] & ~subsumes]
+        lv.g_agent[gone] = -1
+        drop = held[cov & lv.valid[held]]
+        if drop.size:
+            _, aid, clk = self.hb_now()
+            lv.valid[drop] = False
+            lv.g_agent[drop], lv.g_clock[drop] = aid, clk
+
+    def _ghosts(self, st, levels, lines, B, coherent, reader) -> None:
+        """Report mode, before a load fills its path: a line missing at a level but kept there as a ghost (dropped
+        by an invalidate this reader is not ordered after) could have been hit; if its bytes are old, a record."""
+        open_ = np.ones(lines.size, bool)
+        arr = None
+        for name in levels:
+            lv = st.levels.get(name)
+            if lv is None:
+                continue
+            valid = lv.valid[lines]
+            cand = open_ & ~valid & (lv.g_agent[lines] >= 0)
+            if cand.any():
+                if arr is None:
+                    arr = self.order.array(self.hb_now()[0])
+                idx = np.nonzero(cand)[0]
+                hit = idx[~Order.covered(arr, lv.g_agent[lines[idx]], lv.g_clock[lines[idx]])]
+                if hit.size:
+                    sel = np.isin(B >> LINE_SHIFT, lines[hit])
+                    bad = sel & (lv.data[B] != coherent)
+                    if bad.any():
+                        offs = B[bad]
+                        line = int(offs.min() >> LINE_SHIFT)
+                        self.report("stale line", st.start + int(offs.min()), int(offs.max() - offs.min()) + 1,
+                                    self._newer_writer(st, name, line), reader() if callable(reader) else reader,
+                                    self.missing_invalidate(name), level=self.level_name(name),
+                                    detail=f"an invalidate dropped this {self.level_name(name)} copy in this run, but "
+                                           f"nothing orders it before this read (a wait for the queue that "
+                                           f"invalidated, after the invalidate): the read could have come first")
+                    open_[hit] = False
+            open_ &= ~valid
+
+    def _cleaned_unordered(self, st, l2s, lo: int, hi: int, reader) -> None:
+        """Report mode, a read around GL2: bytes a packet's write-back cleaned in this run, where nothing orders
+        that write-back before this read, could still have been dirty."""
+        a, b = lo >> LINE_SHIFT, ((hi - 1) >> LINE_SHIFT) + 1
+        for gl2 in l2s:
+            g = np.nonzero(gl2.b_agent[a:b] >= 0)[0] + a
+            if g.size == 0:
+                continue
+            arr = self.order.array(self.hb_now()[0])
+            g = g[~Order.covered(arr, gl2.b_agent[g], gl2.b_clock[g])]
+            if g.size:
+                mask = np.zeros(gl2.valid.size, bool)
+                mask[g] = True
+                hit = np.nonzero(np.repeat(mask, LINE)[lo:hi] & gl2.b_bytes[lo:hi])[0] + lo  # bytes it cleaned
+                if hit.size == 0:
+                    continue
+                first, last = int(hit.min()), int(hit.max()) + 1
+                g = g[[bool(gl2.b_bytes[x * LINE:(x + 1) * LINE][max(lo - x * LINE, 0):max(hi - x * LINE, 0)].any())
+                       for x in g.tolist()]]
+                self.report("not written back", st.start + first, last - first, self.describe(int(gl2.b_writer[g[0]])),
+                            reader() if callable(reader) else reader, self.missing_write_back,
+                            level=self.level_name(self._name_of(st, gl2)),
+                            detail="a write-back cleaned these bytes in this run, but nothing orders it before this "
+                                   "read around GL2 (a wait for the queue that wrote back, after it): the read could "
+                                   "have come first and read memory under the dirty line")
+                return
+
     def _dirtied(self, gl2: Lines, lines: np.ndarray) -> None:
         """Report mode: `lines` of an L2 copy were just dirtied by the current accessor; a line another agent's
         stores left dirty becomes MULTI (any write-back cleans it: the weaker reading)."""
@@ -563,6 +658,7 @@ class CacheModel:
         other = (wa != aid) & (wa != -1)
         gl2.w_agent[lines] = np.where(other, MULTI, aid)
         gl2.w_clock[lines] = np.maximum(gl2.w_clock[lines], clk)
+        gl2.b_agent[lines] = -1  # dirty again: the newer stores are what a reader may miss
 
     # -- what the reports say ---------------------------------------------------------------------------
 
@@ -694,6 +790,20 @@ class CacheModel:
         arr = self.order.array(self.hb_now()[0]) if self.hb else None
         for st, name, gl2 in [(st, n, st.levels[n]) for st in self.states.values() for n in self.l2_names
                               if n in st.levels]:
+            ghosts = np.nonzero(gl2.b_agent >= 0)[0] if arr is not None else ()
+            if len(ghosts):  # cleaned by a write-back this release is not ordered after: they may still be dirty
+                ghosts = ghosts[Order.covered(arr, gl2.s_agent[ghosts], gl2.s_clock[ghosts])
+                                & ~Order.covered(arr, gl2.b_agent[ghosts], gl2.b_clock[ghosts])]
+                for w in np.unique(gl2.b_writer[ghosts]).tolist():
+                    if w not in mine:
+                        continue
+                    ls = ghosts[gl2.b_writer[ghosts] == w]
+                    lo, hi = int(ls.min()) * LINE, min((int(ls.max()) + 1) * LINE, st.size)
+                    self.report("not written back", st.start + lo, hi - lo, self.describe(w),
+                                f"the host or a peer reading VRAM after {what}", self.missing_write_back,
+                                key=("released dirty", self.gpu.label, w), level=self.level_name(name),
+                                detail=f"{what} signalled completion; a write-back of this queue's earlier writes "
+                                       f"ran in this run, but nothing orders it before this release")
             if not gl2.dirty.any():
                 continue
             dirty_lines = np.nonzero(gl2.dirty.reshape(-1, LINE).any(axis=1))[0]
@@ -753,21 +863,28 @@ class CacheModel:
                 if name == only or (only is None and base(name) == level):
                     if arr is None:
                         lv.valid[:] = False
+                        lv.g_agent[:] = -1
                         continue
                     # a packet's invalidate (report mode): a copy filled at a point not ordered before it may
                     # have been filled after it in another schedule, so it survives
-                    held = np.nonzero(lv.valid)[0]
+                    held = np.nonzero(lv.valid | (lv.g_agent >= 0))[0]
                     if held.size:
-                        lv.valid[held[Order.covered(arr, lv.f_agent[held], lv.f_clock[held])]] = False
+                        self._drop(lv, held, arr)
 
     def write_back(self, xcc: int | None = None) -> None:
         """GL2_WB / TC_WB: every dirty byte goes to DRAM; the lines stay, clean (every XCC's L2, or `xcc`'s)."""
         self.stats["write_backs"] += 1
         arr = self.order.array(self.hb_now()[0]) if self.hb and xcc is None else None
         for st, gl2 in self._l2_levels(xcc):
-            if not gl2.dirty.any():
+            if not gl2.dirty.any() and (arr is None or not (gl2.b_agent >= 0).any()):
                 continue
             if arr is not None:  # a packet's write-back (report mode): only stores ordered before it are cleaned
+                ghosts = np.nonzero(gl2.b_agent >= 0)[0]  # cleaned before; this one is ordered after those stores too:
+                if ghosts.size:  # a reader ordered after either has them; unless the earlier is before this one, the
+                    # ghost cannot say "after either" and goes (the weaker reading)
+                    also = Order.covered(arr, gl2.s_agent[ghosts], gl2.s_clock[ghosts])
+                    subsumes = Order.covered(arr, gl2.b_agent[ghosts], gl2.b_clock[ghosts])
+                    gl2.b_agent[ghosts[also & ~subsumes]] = -1
                 lines = np.nonzero(gl2.dirty.reshape(-1, LINE).any(axis=1))[0]
                 lines = lines[Order.covered(arr, gl2.w_agent[lines], gl2.w_clock[lines])]
                 if lines.size == 0:
@@ -776,6 +893,12 @@ class CacheModel:
                 mask[lines] = True
                 sel = np.repeat(mask, LINE) & gl2.dirty
                 idx = np.nonzero(sel)[0]
+                _, aid, clk = self.hb_now()  # what it cleaned keeps its epoch: a reader not after it may miss them
+                gl2.s_agent[lines], gl2.s_clock[lines] = gl2.w_agent[lines], gl2.w_clock[lines]
+                gl2.b_agent[lines], gl2.b_clock[lines] = aid, clk
+                gl2.b_writer[lines] = gl2.writer[lines]
+                gl2.b_bytes[np.repeat(mask, LINE)] = False
+                gl2.b_bytes[idx] = True
                 if self.dram_write_hooks:
                     for a, b in _runs(lines):
                         self.dram_written(st.start + a * LINE, min(b * LINE, st.size) - a * LINE, "GL2 write-back")
@@ -799,9 +922,12 @@ class CacheModel:
         for st, gl2 in self._l2_levels(xcc):
             has_dirty = gl2.dirty.reshape(-1, LINE).any(axis=1)
             if arr is not None:  # report mode: copies filled at points not ordered before the invalidate survive it
-                gl2.valid &= has_dirty | ~Order.covered(arr, gl2.f_agent, gl2.f_clock)
+                held = np.nonzero((gl2.valid & ~has_dirty) | (gl2.g_agent >= 0))[0]
+                if held.size:
+                    self._drop(gl2, held, arr)
             else:
                 gl2.valid &= has_dirty
+                gl2.g_agent[:] = -1
             if has_dirty.any():
                 keep = np.repeat(has_dirty, LINE)[:st.size] & ~gl2.dirty[:st.size]
                 gl2.data[:st.size][keep] = st.dram[keep]
