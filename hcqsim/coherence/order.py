@@ -45,6 +45,7 @@ class Order:
         self.context = None  # (clock, agent, counter) of an end-of-pipe action being performed
         self.precise_host = False  # the host reports its signal reads and writes (the runtime's host_order hook)
         self.stats = {"releases": 0, "acquires": 0, "unknown": 0}
+        self._array = None  # (key, array) of the last clock made an array
 
     # -- agents ----------------------------------------------------------------------------------------
 
@@ -152,10 +153,16 @@ class Order:
     # -- checks ------------------------------------------------------------------------------------------
 
     def array(self, vc: dict) -> np.ndarray:
-        """`vc` as an array indexed by agent id (absent agents 0)."""
+        """`vc` as an array indexed by agent id (absent agents 0; read-only: the last one is reused while the clock
+        and the agents are unchanged, as for the levels of one packet's cache actions)."""
+        key = (len(self.names), tuple(vc.items()))
+        if self._array is not None and self._array[0] == key:
+            return self._array[1]
         arr = np.zeros(len(self.names) + 1, np.int64)
         if vc:
             arr[np.fromiter(vc.keys(), np.int64, len(vc))] = np.fromiter(vc.values(), np.int64, len(vc))
+        arr.flags.writeable = False
+        self._array = (key, arr)
         return arr
 
     @staticmethod
