@@ -576,10 +576,20 @@ class CacheModel:
             for a, b in _runs(lines):
                 self.dram_written(st.start + a * LINE, min(b * LINE, st.size) - a * LINE, who)
 
-    def _drop(self, lv: Lines, held: np.ndarray, arr: np.ndarray) -> None:
+    def _drop(self, st: MapState, lv: Lines, held: np.ndarray, arr: np.ndarray) -> None:
         """A packet's invalidate with clock `arr` (report mode), over lines `held` (valid, or ghosts of an earlier
-        invalidate): copies whose fill it covers are dropped, keeping their bytes as a ghost with its epoch."""
+        invalidate): copies whose fill it covers are dropped, keeping their bytes as a ghost with its epoch. A copy
+        (or ghost) whose fill it does not cover survives, but as a copy filled after it would be: with memory's bytes
+        now (the run's older bytes are not what a schedule in which it survives would hold; the weaker reading takes
+        memory, not the level below)."""
         cov = Order.covered(arr, lv.f_agent[held], lv.f_clock[held])
+        keep = held[~cov]  # survivors, and ghosts: a copy present after this invalidate was filled after it
+        if keep.size:
+            for a, b in _runs(keep):
+                lo, hi = a * LINE, min(b * LINE, st.size)
+                lv.data[lo:hi] = st.dram[lo:hi]
+            lv.seq[keep] = self.seq
+            lv.elsewhere[keep] = -1
         ghost = lv.g_agent[held] >= 0
         # a ghost of an earlier invalidate this one is ordered after stays (a reader ordered after this one is after
         # that one too); one of an invalidate not before this one cannot say "after either" and goes
@@ -869,7 +879,7 @@ class CacheModel:
                     # have been filled after it in another schedule, so it survives
                     held = np.nonzero(lv.valid | (lv.g_agent >= 0))[0]
                     if held.size:
-                        self._drop(lv, held, arr)
+                        self._drop(st, lv, held, arr)
 
     def write_back(self, xcc: int | None = None) -> None:
         """GL2_WB / TC_WB: every dirty byte goes to DRAM; the lines stay, clean (every XCC's L2, or `xcc`'s)."""
@@ -924,7 +934,7 @@ class CacheModel:
             if arr is not None:  # report mode: copies filled at points not ordered before the invalidate survive it
                 held = np.nonzero((gl2.valid & ~has_dirty) | (gl2.g_agent >= 0))[0]
                 if held.size:
-                    self._drop(gl2, held, arr)
+                    self._drop(st, gl2, held, arr)
             else:
                 gl2.valid &= has_dirty
                 gl2.g_agent[:] = -1

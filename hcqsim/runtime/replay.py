@@ -34,18 +34,25 @@ _BARRIERS: dict[tuple, tuple] = {}
 
 
 class _Slot:
-    """A 64-bit value in schedule state memory the host reads and writes (what Device.wait_value polls)."""
+    """A 64-bit value in schedule state memory the host reads and writes (what Device.wait_value polls). `order`:
+    the OS boundary's optional host_order hook, told of every read and write as Signal tells it (boundary.py)."""
 
-    def __init__(self, va: int):
+    def __init__(self, va: int, order=None):
         self.va = self.value_addr = va
+        self.order = order
 
     @property
     def value(self) -> int:
-        return ctypes.c_uint64.from_address(self.va).value
+        value = ctypes.c_uint64.from_address(self.va).value
+        if self.order is not None:
+            self.order.observed(self.va)
+        return value
 
     @value.setter
     def value(self, v: int) -> None:
         ctypes.c_uint64.from_address(self.va).value = v
+        if self.order is not None:
+            self.order.stored(self.va, 8)
 
 
 @dataclass
@@ -207,7 +214,7 @@ class CompiledSchedule:
         return self._state[where[0]].va + where[1]
 
     def _slot(self, qid: QueueId) -> _Slot:
-        return _Slot(self._addr(self._slot_of[qid]))
+        return _Slot(self._addr(self._slot_of[qid]), self.devices[0].os.host_order)
 
     # -- kernargs ------------------------------------------------------------------------------------
 
@@ -531,7 +538,7 @@ class CompiledSchedule:
         variant.patches.apply(values)
         for qid in self.plan.queues:
             self._slot(qid).value = 0
-        _Slot(self._addr(self._kick)).value = 0
+        _Slot(self._addr(self._kick), self.devices[0].os.host_order).value = 0
         if profile:
             for d, off in self._ts_of.values():
                 ctypes.memset(self._state[d].va + off, 0, SLOT)
@@ -542,7 +549,7 @@ class CompiledSchedule:
             for qid, ibs in variant.ibs.items():
                 if r < len(ibs):
                     self._launch(qid, ibs[r], timeline if r == len(ibs) - 1 else {})
-        _Slot(self._addr(self._kick)).value = 1
+        _Slot(self._addr(self._kick), self.devices[0].os.host_order).value = 1
         self._run_host(values)
         self._last_run = [(self.devices[d], sig, v) for d, (sig, v) in timeline.items()]
         if not self.runs:
