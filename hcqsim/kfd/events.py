@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from .. import kfd_uapi as k
+from ..coherence.order import join
 from ..errors import DeadlockError, Fault
 from ..gpu import Interrupt
 from ..memory import PAGE_SIZE, page_align
@@ -236,10 +237,7 @@ class ProcessEvents:
     def _set_from_interrupt(self, ev: Event) -> None:
         if ev.type in _SIGNAL_TYPES:
             if self._irq_clock is not None:  # report mode: a waiter woken by it is ordered after the interrupt
-                ev.__dict__.setdefault("hb", {})
-                for a, c in self._irq_clock.items():
-                    if ev.hb.get(a, 0) < c:
-                        ev.hb[a] = c
+                join(ev.__dict__.setdefault("hb", {}), self._irq_clock)
             self._slot(ev.id).value = k.UNSIGNALED_EVENT_SLOT  # acknowledge, then wake
             self._set_event(ev)
 
