@@ -138,9 +138,14 @@ static void die(const char *what) {
 
 static pthread_once_t embed_once = PTHREAD_ONCE_INIT;
 
+/* The launcher's sys.path first, then its site directories' .pth files: the embedded interpreter starts from
+ * the base installation (PYTHONHOME = sys.base_prefix), so a virtual environment's .pth files were never read, and
+ * an editable install is only a .pth file there (a path, or a finder it installs on sys.meta_path). */
 static const char *HOST_SCRIPT =
-    "import os, sys\n"
+    "import os, site, sys\n"
     "sys.path[:0] = [p for p in os.environ['HCQSIM_NATIVE_SYSPATH'].split(os.pathsep) if p not in sys.path]\n"
+    "for d in os.environ.get('HCQSIM_NATIVE_SITEDIRS', '').split(os.pathsep):\n"
+    "    if d and os.path.isdir(d): site.addsitedir(d)\n"
     "import hcqsim.native.host\n"
     "hcqsim.native.host.start_embedded()\n";
 

@@ -43,12 +43,23 @@ def find_program(name: str, stack: Unpacked) -> str:
     return name
 
 
+def site_dirs() -> list[str]:
+    """This interpreter's site directories (a virtual environment's own, then the user's when enabled): the
+    embedded host reads their .pth files, which is all an editable install puts there."""
+    import site
+    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    if site.ENABLE_USER_SITE and site.USER_SITE:
+        dirs.append(site.USER_SITE)
+    return [d for d in dirs if os.path.isdir(d)]
+
+
 def environment(target: str, gpus: int, stack: Unpacked, log: str | None = None, trace: bool = False,
                 deadlock_timeout: float = 0) -> dict:
     """The variables the embedded host reads (added to the current environment)."""
     env = dict(os.environ)
     env.update(HCQSIM_NATIVE_EMBED="1", HCQSIM_NATIVE_LIB=str(interposer_path()), HCQSIM_NATIVE_LIBPYTHON=libpython(),
                HCQSIM_NATIVE_PYTHONHOME=sys.base_prefix, HCQSIM_NATIVE_SYSPATH=os.pathsep.join(sys.path),
+               HCQSIM_NATIVE_SITEDIRS=os.pathsep.join(site_dirs()),
                HCQSIM_NATIVE_TARGET=target, HCQSIM_NATIVE_GPUS=str(gpus),
                HCQSIM_NATIVE_DEADLOCK_TIMEOUT=str(deadlock_timeout),
                HCQSIM_NATIVE_REDIRECTS="".join(f"{a}={b}\n" for a, b in stack.redirects()))

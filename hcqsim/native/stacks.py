@@ -11,6 +11,9 @@ A wheel stack (`WheelStack`: the PyPI `pytorch-triton-rocm` wheel, which carries
 and comgr for manylinux2014) is fetched with `pip download --no-deps` at a pinned version and sha256, and its ROCm
 libraries are unpacked into `<cache>/rocm/<stack>/root/lib`; its programs run through the host's own loader.
 
+A first fetch says on stderr what it downloads and how much (the packages' pinned sizes), then the bytes so far
+every 2 s and the total and time at the end (`Progress`); a cached stack says nothing.
+
 A stack that cannot be fetched raises `StackUnavailable` with a one-line reason (tests fail with it; they
 never skip silently).
 
@@ -42,6 +45,7 @@ class Package:
     version: str
     sha256: str
     arch: str = "amd64"
+    size: int = 0  # bytes of the .deb (what the download progress counts against)
 
     @property
     def filename(self) -> str:
@@ -65,38 +69,48 @@ class Stack:
 # Debian 13 (trixie): ROCr 6.1.2, thunk 6.2.4, rocminfo 6.1.2; knows gfx1100 and gfx942. glibc 2.41 rides along
 # (the libraries need >= 2.38) and runs the programs through its own ld.so.
 DEBIAN13 = Stack("debian13", "trixie", (
-    Package("rocminfo", "6.1.2-2", "db9f196d4ca4a523132a36805668ef82ab76cc2b850e748b3aa04e67465aa90e"),
-    Package("libhsa-runtime64-1", "6.1.2-3", "5633b84b2f6527b19d70db064cfbbaf37b426f3a1a826316de115c8acb8c196d"),
-    Package("libhsakmt1", "6.2.4+ds-1", "1fd49134be5a29e0b978d230ffda6b419421e1237dac77e86131dba9f2037147"),
-    Package("libdrm2", "2.4.124-2", "fe2276901c7cd7b8079de63072d37fe1cbeb4eb001a3bc1f1d662ad89aa0890e"),
-    Package("libdrm-amdgpu1", "2.4.124-2", "c1d97a5e32e2bc68e833b8abeae026b6306198e87ee4396a7ffecd4779caefbf"),
-    Package("libdrm-common", "2.4.124-2", "9a8a6c65c165e9964f106fb4ac710959b5d33e0790227e3ab6b27c4742d1254a", "all"),
-    Package("libnuma1", "2.0.19-1", "e578583f73f8208564e5035b18aa729c441fc7ecb389c666923552e123f4d655"),
-    Package("libelf1t64", "0.192-4", "94497b7e17b6f574a0605b380d454e20d3f01a9c63b70c2a2263f679d30053e1"),
-    Package("libzstd1", "1.5.7+dfsg-1", "2f6a2aeacfc925eba8b00ac9139bc4bfccf8cacb09eb93de067074b26948eef9"),
+    Package("rocminfo", "6.1.2-2", "db9f196d4ca4a523132a36805668ef82ab76cc2b850e748b3aa04e67465aa90e", size=25256),
+    Package("libhsa-runtime64-1", "6.1.2-3", "5633b84b2f6527b19d70db064cfbbaf37b426f3a1a826316de115c8acb8c196d",
+            size=535368),
+    Package("libhsakmt1", "6.2.4+ds-1", "1fd49134be5a29e0b978d230ffda6b419421e1237dac77e86131dba9f2037147", size=61084),
+    Package("libdrm2", "2.4.124-2", "fe2276901c7cd7b8079de63072d37fe1cbeb4eb001a3bc1f1d662ad89aa0890e", size=39032),
+    Package("libdrm-amdgpu1", "2.4.124-2", "c1d97a5e32e2bc68e833b8abeae026b6306198e87ee4396a7ffecd4779caefbf",
+            size=22632),
+    Package("libdrm-common", "2.4.124-2", "9a8a6c65c165e9964f106fb4ac710959b5d33e0790227e3ab6b27c4742d1254a", "all",
+            size=8288),
+    Package("libnuma1", "2.0.19-1", "e578583f73f8208564e5035b18aa729c441fc7ecb389c666923552e123f4d655", size=22212),
+    Package("libelf1t64", "0.192-4", "94497b7e17b6f574a0605b380d454e20d3f01a9c63b70c2a2263f679d30053e1", size=189408),
+    Package("libzstd1", "1.5.7+dfsg-1", "2f6a2aeacfc925eba8b00ac9139bc4bfccf8cacb09eb93de067074b26948eef9",
+            size=303836),
     Package("zlib1g", "1:1.3.dfsg+really1.3.1-1+deb13u1",
-            "8c27c342230503b73dfde629642c3b352e87b554e06d60cf58772f236a305ceb"),
-    Package("libc6", "2.41-12+deb13u5", "b59b0625cd1a791375d40dab23a4d5d3d0641e3d0a773501becdc3725b7f99cf"),
-    Package("libgcc-s1", "14.2.0-19", "3c71917b490d1a17aed43196a2787a256ecf060526cdb20216a74bedc061b150"),
-    Package("libstdc++6", "14.2.0-19", "ab1fa05837aa7a92aae748fd07a18a35f7d18bb4a71c4724fe2bbf0e32089de0"),
+            "8c27c342230503b73dfde629642c3b352e87b554e06d60cf58772f236a305ceb", size=88720),
+    Package("libc6", "2.41-12+deb13u5", "b59b0625cd1a791375d40dab23a4d5d3d0641e3d0a773501becdc3725b7f99cf",
+            size=2850108),
+    Package("libgcc-s1", "14.2.0-19", "3c71917b490d1a17aed43196a2787a256ecf060526cdb20216a74bedc061b150", size=72772),
+    Package("libstdc++6", "14.2.0-19", "ab1fa05837aa7a92aae748fd07a18a35f7d18bb4a71c4724fe2bbf0e32089de0", size=713628),
 ), "Debian 13: rocminfo 6.1.2, ROCr 6.1.2, libhsakmt 6.2.4 (gfx1100, gfx942)")
 
 # ... and HIP 5.7.1 over the same ROCr, with comgr (code-object metadata) and the LLVM 17 it links.
 DEBIAN13_HIP = Stack("debian13-hip", "trixie", DEBIAN13.packages + (
-    Package("libamdhip64-5", "5.7.1-6+deb13u1", "a60c313b59c09d776190a6e70b13337992240227f365ce4b91bb476d47a776d7"),
+    Package("libamdhip64-5", "5.7.1-6+deb13u1", "a60c313b59c09d776190a6e70b13337992240227f365ce4b91bb476d47a776d7",
+            size=8923692),
     Package("libamd-comgr2", "6.0+git20231212.4510c28+dfsg-3+b2",
-            "e6de3c9c6b1fa5e6c87882d094484fe0ad0560c61413abd0d28582c4a40de460"),
-    Package("libllvm17t64", "1:17.0.6-22+b2", "7a17e701bac905cc71df20abc674b4ee1b08af99b43d4c153628f23c907b8ee2"),
-    Package("libedit2", "3.1-20250104-1", "b002ea172b9c1e34a67bc497c523c67bb74c3f0a4e98113cb083990a1f1d3bfe"),
-    Package("libffi8", "3.4.8-2", "0ebdc340de33333639c3c63874cd4b15ac2e83dfa1ef3053b7eefaf4919f4f68"),
-    Package("libtinfo6", "6.5+20250216-2", "8b9f6a7983e9418564e48a627518de4c03917b56efe68d7f3e93bd8fffa1cc10"),
+            "e6de3c9c6b1fa5e6c87882d094484fe0ad0560c61413abd0d28582c4a40de460", size=13040856),
+    Package("libllvm17t64", "1:17.0.6-22+b2", "7a17e701bac905cc71df20abc674b4ee1b08af99b43d4c153628f23c907b8ee2",
+            size=23642748),
+    Package("libedit2", "3.1-20250104-1", "b002ea172b9c1e34a67bc497c523c67bb74c3f0a4e98113cb083990a1f1d3bfe",
+            size=93832),
+    Package("libffi8", "3.4.8-2", "0ebdc340de33333639c3c63874cd4b15ac2e83dfa1ef3053b7eefaf4919f4f68", size=24144),
+    Package("libtinfo6", "6.5+20250216-2", "8b9f6a7983e9418564e48a627518de4c03917b56efe68d7f3e93bd8fffa1cc10",
+            size=348380),
     Package("libxml2", "2.12.7+dfsg+really2.9.14-2.1+deb13u3",
-            "e0c6b63ce4602a036a526f60fe5e6c1586710688058d98fc1001b9b3147b7efd"),
-    Package("libicu76", "76.1-4", "c1bf762996de9ecba9b9d871e4928a8090f023a3e9e7fa3240b3d90f892a01dc"),
-    Package("liblzma5", "5.8.1-1+deb13u2", "b38acab30f295bf1066a6632e31cbd0a1980f2924b38040cda131d5dea5384ec"),
-    Package("libz3-4", "4.13.3-1", "71383373523ef62d47eccf660cf6535c3febcbb3f88e54cb7a43124014b57359"),
-    Package("libbsd0", "0.12.2-2", "e5a85986fa6bec3307ab1bc860736b478b331882bc45e17675a7bdf88eecb43a"),
-    Package("libmd0", "1.1.0-2+b1", "7244ec3839b61fac0c1884fe08aaa040f26e8f1f35f1f5d3482eacefd30d1b44"),
+            "e0c6b63ce4602a036a526f60fe5e6c1586710688058d98fc1001b9b3147b7efd", size=699724),
+    Package("libicu76", "76.1-4", "c1bf762996de9ecba9b9d871e4928a8090f023a3e9e7fa3240b3d90f892a01dc", size=9722072),
+    Package("liblzma5", "5.8.1-1+deb13u2", "b38acab30f295bf1066a6632e31cbd0a1980f2924b38040cda131d5dea5384ec",
+            size=309696),
+    Package("libz3-4", "4.13.3-1", "71383373523ef62d47eccf660cf6535c3febcbb3f88e54cb7a43124014b57359", size=8560036),
+    Package("libbsd0", "0.12.2-2", "e5a85986fa6bec3307ab1bc860736b478b331882bc45e17675a7bdf88eecb43a", size=130968),
+    Package("libmd0", "1.1.0-2+b1", "7244ec3839b61fac0c1884fe08aaa040f26e8f1f35f1f5d3482eacefd30d1b44", size=36272),
 ), "Debian 13: HIP 5.7.1, comgr 6.0, ROCr 6.1.2, libhsakmt 6.2.4 (gfx1100, gfx942)")
 
 @dataclass(frozen=True)
@@ -110,6 +124,7 @@ class WheelStack:
     sha256: str
     members: str
     description: str
+    size: int | None = None  # bytes of the wheel, where known (the download progress counts against it)
 
     @property
     def key(self) -> str:
@@ -185,6 +200,73 @@ def _run(cmd: list[str], cwd: Path, what: str) -> None:
         raise StackUnavailable(f"{what}: exit {done.returncode}: {last[0]}")
 
 
+def megabytes(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+class Progress:
+    """Download progress on stderr while a fetch command runs: a line saying what and how much, a line every
+    `every` seconds with the bytes so far (the files in `watch`, counted as they grow), and a last line with the
+    total and the time. `total` is None where the size is not known beforehand (a package index)."""
+
+    def __init__(self, what: str, watch: list[Path], total: int | None, out=None, every: float = 2.0):
+        self.what, self.watch, self.total, self.every = what, watch, total, every
+        self.out = out if out is not None else sys.stderr
+        self._base = self._bytes()
+        self._stop = None
+
+    def _bytes(self) -> int:
+        n = 0
+        for d in self.watch:
+            try:
+                entries = list(os.scandir(d))
+            except OSError:
+                continue
+            for e in entries:
+                try:
+                    if e.is_file(follow_symlinks=False):
+                        n += e.stat(follow_symlinks=False).st_size
+                    elif e.is_dir(follow_symlinks=False) and e.name == "partial":
+                        n += sum(f.stat().st_size for f in os.scandir(e.path) if f.is_file(follow_symlinks=False))
+                except OSError:
+                    pass
+        return n
+
+    def done(self) -> int:
+        return max(0, self._bytes() - self._base)
+
+    def _line(self, text: str) -> None:
+        print(f"hcqsim: {self.what}: {text}", file=self.out, flush=True)
+
+    def _report(self) -> None:
+        got = self.done()
+        if self.total:
+            self._line(f"{megabytes(got)} of {megabytes(self.total)} ({min(100, 100 * got // self.total)}%)")
+        else:
+            self._line(f"{megabytes(got)} so far")
+
+    def __enter__(self) -> "Progress":
+        import threading
+        import time
+        self._start = time.monotonic()
+        self._line(f"downloading {megabytes(self.total) if self.total else '(size not known beforehand)'}")
+        self._stop = threading.Event()
+
+        def tick():
+            while not self._stop.wait(self.every):
+                self._report()
+        self._thread = threading.Thread(target=tick, name="hcqsim-download-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        import time
+        self._stop.set()
+        self._thread.join()
+        if kind is None:
+            self._line(f"{megabytes(self.done())} in {time.monotonic() - self._start:.1f} s")
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -201,9 +283,14 @@ def _download(stack: Stack, debs: Path) -> None:
         raise StackUnavailable(f"stack {stack.name}: needs apt-get and dpkg-deb (a Debian-family machine)")
     work = debs.parent / "apt"
     options = _apt_options(work, stack.suite)
-    _run(["apt-get", *options, "update"], work, f"stack {stack.name}: apt-get update ({stack.suite})")
-    _run(["apt-get", *options, "download", *(f"{p.name}={p.version}" for p in missing)], debs,
-         f"stack {stack.name}: apt-get download")
+    print(f"hcqsim: stack {stack.name} is not in the cache ({debs.parent}): fetching {len(missing)} Debian "
+          f"{stack.suite} packages ({megabytes(sum(p.size for p in missing))}) with apt-get, once", file=sys.stderr)
+    with Progress(f"stack {stack.name}: apt-get update (the {stack.suite} package index)", [work / "lists"], None):
+        _run(["apt-get", *options, "update"], work, f"stack {stack.name}: apt-get update ({stack.suite})")
+    with Progress(f"stack {stack.name}: apt-get download ({len(missing)} packages)", [debs],
+                  sum(p.size for p in missing)):
+        _run(["apt-get", *options, "download", *(f"{p.name}={p.version}" for p in missing)], debs,
+             f"stack {stack.name}: apt-get download")
     for p in missing:
         if not (debs / p.filename).exists():
             raise StackUnavailable(f"stack {stack.name}: {p.filename} was not downloaded")
@@ -236,9 +323,13 @@ def _fetch_wheel(stack: WheelStack, top: Path) -> None:
     wheels.mkdir(parents=True, exist_ok=True)
     path = wheels / stack.filename
     if not path.exists() or _sha256(path) != stack.sha256:
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.11",
-              "--platform", "manylinux2014_x86_64", "-d", str(wheels), f"{stack.project}=={stack.version}"], wheels,
-             f"stack {stack.name}: pip download {stack.project}=={stack.version}")
+        print(f"hcqsim: stack {stack.name} is not in the cache ({wheels.parent}): fetching {stack.filename} "
+              f"({megabytes(stack.size) if stack.size else 'size not pinned'}) with pip, once", file=sys.stderr)
+        with Progress(f"stack {stack.name}: pip download", [wheels], stack.size):
+            _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
+                  "3.11", "--platform", "manylinux2014_x86_64", "-d", str(wheels),
+                  f"{stack.project}=={stack.version}"], wheels,
+                 f"stack {stack.name}: pip download {stack.project}=={stack.version}")
         if not path.exists():
             raise StackUnavailable(f"stack {stack.name}: {stack.filename} was not downloaded")
         got = _sha256(path)
