@@ -5,7 +5,8 @@ An effect record (one scenario) is
     {"buffers": {name: BYTES}, "signals": {name: int},
      "checkpoints": [{"name": str, "buffers": {key: BYTES}, "signals": {name: int}} | {"name": str, "copyout": BYTES}
                      | {"name": str, "events": {event: delivered}} | {"name": str, "fault": {...}}
-                     | {"name": str, "topology": {device: {property: int}}}],
+                     | {"name": str, "topology": {device: {property: int}}}
+                     | {"name": str, "read_pointer": {"rptr_is_wptr": bool, "ring_wrapped": bool}}],
      "timestamps": {"monotonic": {queue: bool}, "orders": {"a <= b": bool, "a < b": bool}}}
 
 BYTES is {"size": n, "runs": [[count, "0xSTART", step], ...]}: the buffer's little-endian 32-bit words as
@@ -135,7 +136,7 @@ def differences(expected: dict, seen: dict) -> list[str]:
         out.append(f"checkpoints: expected {[c['name'] for c in ea]}, seen {[c['name'] for c in sa]}")
     else:
         for c, s in zip(ea, sa):
-            for kind in ("events", "fault", "topology"):
+            for kind in ("events", "fault", "topology", "read_pointer"):
                 if kind in c or kind in s:
                     a, b = _flat(c.get(kind, {})), _flat(s.get(kind, {}))
                     if (d := _values_difference(f"checkpoint {c['name']} {kind}", a, b)):

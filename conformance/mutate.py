@@ -125,6 +125,9 @@ CATALOGUE: list[Mutant] = [
            "(mem.write_u64 if size == 8 else mem.write_u32)(addr, old)", "SDMA ATOMIC leaves memory unchanged"),
     Mutant("sdma_poll_ignores_mask", _SDMA, "if COMPARE[func](read() & mask, ref):", "if COMPARE[func](read(), ref):",
            "SDMA POLL_REGMEM compares the unmasked value"),
+    Mutant("sdma_rptr_wrapped", _SDMA, "self.gpu.memory.write_u64(self.rptr_va, self.ring.pos)",
+           "self.gpu.memory.write_u64(self.rptr_va, self.ring.pos % self.ring_size)",
+           "SDMA rptr written back as the wrapped ring offset, not the 64-bit byte position"),
     Mutant("sdma_write_drops_last_dword", _SDMA, 'data = v["data"]\n        raw',
            'data = v["data"][:-1] or v["data"]\n        raw', "SDMA WRITE_UNTILED drops its last dword"),
     # -- compare functions and atomics (shared by both engines) -------------------------------------------

@@ -460,6 +460,10 @@ class Reference:
             elif verb == "expect_fault":
                 self.run_gpu()
                 self.checkpoints.append({"name": step[1], "fault": self.faults.get(step[2], {"none": True})})
+            elif verb == "read_pointer":
+                self.run_gpu()
+                self.checkpoints.append({"name": step[1], "read_pointer": {
+                    "rptr_is_wptr": True, "ring_wrapped": bool((step[3] if len(step) > 3 else {}).get("wraps"))}})
             elif verb == "topology":
                 f = documented.facts(self.target)
                 self.checkpoints.append({"name": step[1], "topology": {

@@ -298,6 +298,20 @@ class Run:
             return {"buffer": "?", "page": -1, "kind": "not a memory exception"}
         return {"none": True}
 
+    def _read_pointer(self, qname: str) -> dict:
+        """An idle copy queue's rptr write-back against its wptr (both u64 byte positions, facts 5.5). The engine
+        writes the rptr back on a timer (RPTR_WRITEBACK_TIMER): a real GPU gets up to a second to catch up."""
+        import time
+        d, engine, index = parse_queue(qname)
+        if engine != "copy":
+            raise ValueError(f"read_pointer {qname}: only copy (SDMA) queues; the PM4 rptr report is not specified "
+                             f"(HARDWARE_FACTS 5.5)")
+        ring = self.devs[d].hardware_ring(engine, index)
+        deadline = time.monotonic() + 1.0
+        while (rptr := ctypes.c_uint64.from_address(ring.rptr_va).value) != ring.put and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return {"rptr_is_wptr": rptr == ring.put, "ring_wrapped": ring.put >= ring.ring_size}
+
     def _schedule(self, name: str, options: dict, ops: list) -> None:
         devs = [self.devs[i] for i in options.get("devices", [0])]
         s = Schedule(devs, compute_queues=options.get("compute_queues", 2), copy_queues=options.get("copy_queues", 2),
@@ -375,6 +389,8 @@ class Run:
             elif verb == "topology":
                 self.checkpoints.append({"name": step[1], "topology": {
                     str(i): {k: int(d.node.props.get(k, -1)) for k in TOPOLOGY_KEYS} for i, d in enumerate(self.devs)}})
+            elif verb == "read_pointer":
+                self.checkpoints.append({"name": step[1], "read_pointer": self._read_pointer(step[2])})
             elif verb == "schedule":
                 self._schedule(step[1], step[2], step[3])
             elif verb == "run":

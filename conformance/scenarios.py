@@ -40,6 +40,10 @@ Host steps:
     event_check name [events]            checkpoint: whether each event was delivered (WAIT_EVENTS, timeout 0)
     expect_fault name device             checkpoint: the memory exception the device reports (buffer, page, kind)
     topology name                        checkpoint: the sysfs node properties a runtime sizes itself by
+    read_pointer name Q {"wraps": bool}  checkpoint of copy queue Q (idle: synchronize first): whether the u64 the
+                                         engine writes its rptr back to equals the wptr, both byte positions that
+                                         never wrap (HARDWARE_FACTS 5.5; tinygrad's free space is ring - (wptr -
+                                         rptr)), and whether the wptr went past the ring end (as `wraps` declares)
 Word lists may be {"pattern": [words], "words": count} (the pattern repeated). `each_queue` takes an optional
 third argument: use only the first that many queues. Numbers and names may be strings starting with "=": an expression in n and i (e.g. "=4*i", "=i+1").
 Kernel args are buffer names ("buf+off": that many bytes into it) or integers; kernels are hcqsim.kernels' (conformance/reference.py says what each
@@ -92,10 +96,12 @@ SCENARIOS = [
     _scenario("compute_ring_wraparound", "1500 signalling submits wrap the 64 KiB compute ring several times",
               [["repeat", 1500, [["signal", "compute0", "s", "$n"], ["submit", "compute0"]]],
                ["host_wait", "s", 1500]], signals={"s": 0}),
-    _scenario("copy_ring_wraparound", "1500 fill+signal submits wrap the SDMA ring; the last fill wins",
+    _scenario("copy_ring_wraparound", "1500 fill+signal submits wrap the SDMA ring; the last fill wins; idle, the "
+              "rptr written back is the 64-bit byte position (= wptr), not the offset in the ring",
               [["repeat", 1500, [["fill", "copy0", "b", 0, 64, "$n"], ["signal", "copy0", "s", "$n"],
                                  ["submit", "copy0"]]],
-               ["host_wait", "s", 1500]], buffers={"b": 256}, signals={"s": 0}),
+               ["host_wait", "s", 1500], ["synchronize", 0], ["read_pointer", "idle", "copy0", {"wraps": True}]],
+              buffers={"b": 256}, signals={"s": 0}),
     _scenario("queue_reuse_after_idle", "a queue drained, then used again: submits keep their order",
               [["fill", "copy0", "b", 0, 256, 1], ["signal", "copy0", "s", 1], ["submit", "copy0"],
                ["host_wait", "s", 1], cp("first", buffers=["b"]),
