@@ -1,17 +1,19 @@
 """The mutation harness: plant one plausible emulator bug at a time and see whether conformance (and the tests)
 notice.
 
-    python3 -m conformance.mutate                     every mutant, conformance on gfx1100 and gfx942
+    python3 -m conformance.mutate                     every mutant, conformance on gfx1100 and gfx942, each
+                                                      with PM4 and with AQL compute queues (the main job's matrix)
     python3 -m conformance.mutate --tests             ... and the default test suite on each mutant
     python3 -m conformance.mutate --tests-for-survivors   ... the suite only where conformance missed
     python3 -m conformance.mutate NAME ...            only these mutants
     python3 -m conformance.mutate --list              the catalogue
-    python3 -m conformance.mutate --aql               conformance on AQL compute queues too
+    python3 -m conformance.mutate --no-aql            PM4 compute queues only (half the time; misses AQL bugs)
 
 A mutant is a small patch: a file of the package, an exact text that must occur there exactly once, its
 replacement, and one line saying what a real bug of that kind would be. A mutant of code only AQL queues run
-(`aql=True`) is also run with `hcqsim conformance --aql` when the PM4 run does not catch it ("ref (aql)"). Each mutant is applied in a temporary
-copy of the tree (never in a working tree: other people's code is live there); `hcqsim conformance` then runs in
+(`aql=True`) is also run with `hcqsim conformance --aql` when the PM4 run does not catch it ("ref (aql)") under
+--no-aql; by default every mutant runs in all four configurations, as `hcqsim conformance --device sim` does, and
+a mutant counts as caught when any of them catches it. Each mutant is applied in a temporary copy of the tree (never in a working tree: other people's code is live there); `hcqsim conformance` then runs in
 that copy (PYTHONPATH pointing at it) against the reference model and the committed sim golden records. A mutant
 whose text no longer occurs exactly once "does not apply" (the code moved on: the catalogue needs an update).
 
@@ -205,6 +207,7 @@ CATALOGUE: list[Mutant] = [
 QUICK: dict[str, tuple[str, list[str]]] = {
     "release_mem_value_plus_one": ("gfx1100", ["compute_queue_create_signal"]),
     "sdma_copy_drops_byte": ("gfx942", ["cpu_write_then_gpu_copy"]),
+    "sdma_rptr_wrapped": ("gfx1100", ["copy_ring_wraparound"]),
     "wait_equal_as_greater_equal": ("gfx1100", ["pm4_wait_reg_mem_functions"]),
     "events_of_second_gpu_never_delivered": ("gfx942", ["events_on_every_gpu"]),
     "s_barrier_does_not_hold": ("gfx1100", ["kernel_workgroup_barrier_lds"]),
@@ -331,7 +334,7 @@ class Result:
         return any(v.caught for v in self.conformance.values())
 
 
-def mutate_and_run(m: Mutant, *, targets=TARGETS, aql: bool = False, tests: bool | str = False,
+def mutate_and_run(m: Mutant, *, targets=TARGETS, aql: bool = True, tests: bool | str = False,
                    scenarios: list[str] | None = None, workers: int = 1) -> Result:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=f"hcqsim-mutant-{m.name}-") as tmp:
@@ -351,7 +354,7 @@ def mutate_and_run(m: Mutant, *, targets=TARGETS, aql: bool = False, tests: bool
     return Result(m, True, verdicts, tv, time.perf_counter() - t0)
 
 
-def baseline(targets=TARGETS, aql: bool = False) -> list[str]:
+def baseline(targets=TARGETS, aql: bool = True) -> list[str]:
     """Problems of the unmutated tree (it must conform, or no mutant's verdict means anything)."""
     problems = []
     with tempfile.TemporaryDirectory(prefix="hcqsim-mutant-baseline-") as tmp:
@@ -397,7 +400,7 @@ def summary(results: list[Result], columns: list[str], tests: bool) -> str:
         ref = sum(r.conformance[c].caught and r.conformance[c].how.startswith("ref") for r in applied)
         out.append(f"conformance {c}: {k}/{n} caught ({100 * k / n:.0f}%), {ref} by the reference model")
     k = sum(r.caught_by_conformance for r in applied)
-    out.append(f"conformance alone (any target): {k}/{n} ({100 * k / n:.0f}%)")
+    out.append(f"conformance alone (any of {', '.join(columns)}): {k}/{n} ({100 * k / n:.0f}%)")
     if tests:
         ran = [r for r in applied if r.tests]
         kt = sum(r.tests.caught for r in ran)
@@ -415,7 +418,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the catalogue and whether each applies")
     ap.add_argument("--quick", action="store_true", help="only the short profile of the default tests")
     ap.add_argument("--target", action="append", choices=TARGETS, help="only this target (repeatable)")
-    ap.add_argument("--aql", action="store_true", help="also run conformance on AQL compute queues")
+    ap.add_argument("--no-aql", dest="aql", action="store_false",
+                    help="PM4 compute queues only (default: PM4 and AQL, the main job's matrix); a mutant of AQL code "
+                         "is still run with --aql where PM4 misses it")
+    ap.add_argument("--aql", dest="aql", action="store_true", help=argparse.SUPPRESS)  # the default now
     ap.add_argument("--tests", action="store_true", help="also run the default test suite on each mutant (slow)")
     ap.add_argument("--tests-for-survivors", action="store_true",
                     help="run the default test suite only on the mutants conformance does not catch")

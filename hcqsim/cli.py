@@ -1,7 +1,9 @@
 """The `hcqsim` command: conformance, info, disasm, trace.
 
-    hcqsim conformance [--device sim|AMD] [--target gfx1100|gfx942] [--aql] [--record F] [--compare F] [--json]
-                       [--list] [NAME...]
+    hcqsim conformance [--device sim|AMD] [--target gfx1100|gfx942] [--aql|--pm4] [--record F] [--compare F]
+                       [--json] [--list] [NAME...]
+        on sim, by default the matrix: gfx1100 and gfx942, each with PM4 and with AQL compute queues; --target,
+        --aql or --pm4 pick one configuration (--record and --compare need one)
     hcqsim info [--device sim|AMD] [--gpus N] [--target ...] [--json]                       (info_command.py)
     hcqsim disasm pm4|sdma|isa|code-object [WORDS... | --file F|-] [--family/--sdma-version/--arch ...]
                                                                                             (disasm_command.py)
@@ -94,6 +96,28 @@ def _table(rows: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
+TARGETS = ("gfx1100", "gfx942")
+
+
+def _configurations(args, kind: str) -> list[tuple[str | None, bool]]:
+    """(target, aql) pairs to run. On sim with none of --target / --aql / --pm4: the matrix, both targets with PM4
+    and with AQL compute queues; any of them: one configuration (--target alone: PM4; --aql alone: gfx1100).
+    A real GPU is its own target: PM4, or AQL with --aql."""
+    if kind != "sim":
+        return [(None, bool(args.aql))]
+    if args.target is None and not args.aql and not args.pm4:
+        if args.record or args.compare:
+            flag = "--record" if args.record else "--compare"
+            raise usage(f"{flag} is about one configuration: add --target gfx1100 or --target gfx942 (and --aql for "
+                        f"AQL compute queues); without them conformance runs all {2 * len(TARGETS)}")
+        return [(t, aql) for t in TARGETS for aql in (False, True)]
+    return [(args.target or TARGETS[0], bool(args.aql))]
+
+
+def _label(target: str, aql: bool) -> str:
+    return target + ("+aql" if aql else "")
+
+
 def cmd_conformance(args) -> int:
     suite = load_suite(args.suite)
     scen = suite.scenarios
@@ -104,18 +128,62 @@ def cmd_conformance(args) -> int:
     if unknown:
         raise usage(f"no scenario {', '.join(map(repr, unknown))} (hcqsim conformance --list names them)")
     chosen = [scen.get(n) for n in args.scenario] if args.scenario else scen.SCENARIOS
+    configs = _configurations(args, kind)
     compare_paths = list(args.compare or [])
     others = {path: _load_record(suite, path) for path in compare_paths}  # before any scenario runs
     if args.record:
         trace_command.check_writable(args.record)
-    target = args.target if kind == "sim" else _hardware_target(args.device)
-    options = {"aql": True} if args.aql else {}
+    hw_target = None if kind == "sim" else _hardware_target(args.device)
+    progress = Progress(len(chosen) * len(configs), enabled=not args.json)
+    t0 = time.perf_counter()
+    runs = []
+    for k, (target, aql) in enumerate(configs):
+        prefix = f"{_label(target, aql)}: " if len(configs) > 1 else ""
+        runs.append(_run_configuration(suite, args, chosen, kind, target or hw_target, aql, compare_paths, others,
+                                       lambda i, name: progress.show(k * len(chosen) + i, prefix + name)))
+    progress.show(len(chosen) * len(configs), "")
+    if args.record:
+        Path(args.record).write_text(suite.effects.dumps(runs[0]["record"]))
+    if args.json:
+        docs = [_json_result(args, chosen, r) for r in runs]
+        if len(runs) == 1:
+            print(json.dumps(docs[0], sort_keys=True, indent=1))
+        else:
+            print(json.dumps({"device": args.device, "configurations": {r["label"]: d for r, d in zip(runs, docs)},
+                              "scenarios": len(chosen) * len(runs),
+                              "passed": sum(d["passed"] for d in docs),
+                              "failed": [f"{r['label']}: {n}" for r in runs for n in r["failed"]]},
+                             sort_keys=True, indent=1))
+    else:
+        if len(runs) == 1:
+            r = runs[0]
+            print(_table([_row(sc["name"], r["errors"], r["diffs"]) for sc in chosen]))
+            print()
+        else:
+            print(_matrix_table(chosen, runs))
+            print()
+        for r in runs:
+            against = ", ".join(["reference model"] * (not args.no_reference) + r["compare_paths"]) or "nothing"
+            print(f"{len(chosen) - len(r['failed'])}/{len(chosen)} scenarios pass on {args.device} ({r['target']}"
+                  f"{', AQL' if r['aql'] else ''}), compared with {against}, in {r['seconds']:.1f} s"
+                  + (f"; effects recorded in {args.record}" if args.record else ""))
+        if len(runs) > 1:
+            bad = [r["label"] for r in runs if r["failed"]]
+            print(f"{len(runs) - len(bad)}/{len(runs)} configurations pass ({', '.join(r['label'] for r in runs)})"
+                  f"{'; failing: ' + ', '.join(bad) if bad else ''}, in {time.perf_counter() - t0:.1f} s; "
+                  f"one configuration: --target gfx1100|gfx942 [--aql]")
+    return EXIT_DIFFERENT if any(r["failed"] for r in runs) else 0
+
+
+def _run_configuration(suite, args, chosen: list[dict], kind: str, target: str, aql: bool, compare_paths: list[str],
+                       others: dict, show) -> dict:
+    """Every chosen scenario on one (target, queue kind), compared with the reference model and the records."""
+    options = {"aql": True} if aql else {}
     records, errors = {}, {}
-    progress = Progress(len(chosen), enabled=not args.json)
     diffs: dict[str, list[str]] = {}
     t0 = time.perf_counter()
     for i, sc in enumerate(chosen):
-        progress.show(i, sc["name"])
+        show(i, sc["name"])
         started = time.perf_counter()
         try:
             with _memory_records() as left:
@@ -131,37 +199,46 @@ def cmd_conformance(args) -> int:
         if not args.no_reference:
             expected = suite.reference.expected_effects(sc, target)  # the target's documented facts, not the device's
             diffs.setdefault(sc["name"], []).extend(f"reference: {d}" for d in suite.effects.differences(expected, effects))
-        log.info("scenario %s: %s in %.2f s", sc["name"], "differs" if diffs.get(sc["name"]) else "ran",
-                 time.perf_counter() - started)
-    progress.show(len(chosen), "")
+        log.info("scenario %s%s: %s in %.2f s", sc["name"], " (AQL)" if aql else "",
+                 "differs" if diffs.get(sc["name"]) else "ran", time.perf_counter() - started)
     record = suite.effects.record_file(kind, target, records)
-    if not compare_paths and not args.no_golden:  # the three-way comparison: the committed sim records (as the
-        for which in ("sim", "AMD"):             # tests compare) and a hardware golden when there is one
+    paths, others = list(compare_paths), dict(others)
+    if not paths and not args.no_golden:  # the three-way comparison: the committed sim records (as the
+        for which in ("sim", "AMD"):      # tests compare) and a hardware golden when there is one
             golden = Path(suite.__file__).parent / "golden" / f"{which}-{record['target']}.json"
             if golden.exists() and not (which == "AMD" and kind == "AMD"):
-                compare_paths.append(str(golden))
+                paths.append(str(golden))
                 others[str(golden)] = _load_record(suite, str(golden))
-    for path in compare_paths:
+    for path in paths:
         label = os.path.basename(path)
         mine = {k: v for k, v in others[path]["scenarios"].items() if k in records}
         for name, ds in suite.effects.compare_files({"scenarios": mine}, {"scenarios": records}).items():
             diffs.setdefault(name, []).extend(f"{label}: {d}" for d in ds)
-    if args.record:
-        Path(args.record).write_text(suite.effects.dumps(record))
     failed = sorted(set(errors) | {n for n, d in diffs.items() if d})
-    if args.json:
-        print(json.dumps({"device": args.device, "target": record["target"], "scenarios": len(chosen),
-                          "passed": len(chosen) - len(failed), "failed": failed, "errors": errors,
-                          "differences": {n: d for n, d in diffs.items() if d},
-                          "compared_with": ["reference"] * (not args.no_reference) + compare_paths},
-                         sort_keys=True, indent=1))
-    else:
-        print(_table([_row(sc["name"], errors, diffs) for sc in chosen]))
-        against = ", ".join(["reference model"] * (not args.no_reference) + compare_paths) or "nothing"
-        print(f"\n{len(chosen) - len(failed)}/{len(chosen)} scenarios pass on {args.device} ({record['target']}"
-              f"{', AQL' if args.aql else ''}), compared with {against}, in {time.perf_counter() - t0:.1f} s"
-              + (f"; effects recorded in {args.record}" if args.record else ""))
-    return EXIT_DIFFERENT if failed else 0
+    return {"label": _label(record["target"], aql), "target": record["target"], "aql": aql, "record": record,
+            "errors": errors, "diffs": diffs, "failed": failed, "compare_paths": paths,
+            "seconds": time.perf_counter() - t0}
+
+
+def _json_result(args, chosen: list[dict], r: dict) -> dict:
+    return {"device": args.device, "target": r["target"], "aql": r["aql"], "scenarios": len(chosen),
+            "passed": len(chosen) - len(r["failed"]), "failed": r["failed"], "errors": r["errors"],
+            "differences": {n: d for n, d in r["diffs"].items() if d},
+            "compared_with": ["reference"] * (not args.no_reference) + r["compare_paths"]}
+
+
+def _matrix_table(chosen: list[dict], runs: list[dict]) -> str:
+    """One row per scenario, one column per configuration, then the first difference of the first failing one."""
+    labels = [r["label"] for r in runs]
+    w0 = max([len("scenario")] + [len(sc["name"]) for sc in chosen])
+    widths = [max(len(lb), 6) for lb in labels]
+    head = f"{'scenario':{w0}}  " + "  ".join(f"{lb:{w}}" for lb, w in zip(labels, widths)) + "  first difference"
+    lines = [head, f"{'-' * w0}  " + "  ".join("-" * w for w in widths) + "  " + "-" * 16]
+    for sc in chosen:
+        cells = [_row(sc["name"], r["errors"], r["diffs"]) for r in runs]
+        first = next((f"{r['label']}: {c[2]}" for r, c in zip(runs, cells) if c[1] != "pass"), "")
+        lines.append(f"{sc['name']:{w0}}  " + "  ".join(f"{c[1]:{w}}" for c, w in zip(cells, widths)) + f"  {first}")
+    return "\n".join(line.rstrip() for line in lines)
 
 
 @contextlib.contextmanager
@@ -259,9 +336,13 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("conformance", help="run the conformance scenarios and compare their effects")
     _common(c)
     c.add_argument("--device", default="sim", help="sim (default), sim:N, AMD or AMD:N")
-    c.add_argument("--target", default="gfx1100", choices=["gfx1100", "gfx942"], help="emulated target (sim)")
-    c.add_argument("--aql", action="store_true", help="compute queues are COMPUTE_AQL queues (kernels as AQL "
-                                                      "dispatch packets) instead of PM4 queues")
+    c.add_argument("--target", choices=list(TARGETS),
+                   help="emulated target (sim): run only this one (with PM4 compute queues unless --aql); default: "
+                        "both targets, each with PM4 and with AQL compute queues (four configurations)")
+    queues = c.add_mutually_exclusive_group()
+    queues.add_argument("--aql", action="store_true", help="only COMPUTE_AQL compute queues (kernels as AQL dispatch "
+                                                           "packets); gfx1100 unless --target")
+    queues.add_argument("--pm4", action="store_true", help="only PM4 compute queues; gfx1100 unless --target")
     c.add_argument("--record", metavar="FILE", help="write the effect records (canonical JSON) to FILE")
     c.add_argument("--compare", metavar="FILE", action="append",
                    help="compare with a recorded effect file (repeatable); default: conformance/golden/sim-<target>.json "

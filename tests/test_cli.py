@@ -12,18 +12,40 @@ from hcqsim.cli import main
 
 
 def test_python_dash_m_runs_the_command(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "hcqsim", "conformance", "--json", "kernel_iota"],
-                         capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "hcqsim", "conformance", "--json", "--target", "gfx1100",
+                          "kernel_iota"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert doc["passed"] == 1 and doc["failed"] == []
+    assert doc["passed"] == 1 and doc["failed"] == [] and doc["target"] == "gfx1100" and doc["aql"] is False
     # by default against the reference model and the committed sim golden records, as the tests compare
     assert [c.rsplit("/", 1)[-1] for c in doc["compared_with"]] == ["reference", "sim-gfx1100.json"]
 
 
+def test_the_default_run_is_the_matrix_of_targets_and_compute_queue_kinds(capsys):
+    """No --target / --aql / --pm4: gfx1100 and gfx942, each with PM4 and with AQL compute queues (issue 34: the
+    main job used to check one configuration of four); each flag narrows it to one."""
+    assert main(["conformance", "--json", "kernel_iota"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert sorted(doc["configurations"]) == ["gfx1100", "gfx1100+aql", "gfx942", "gfx942+aql"]
+    assert doc["passed"] == 4 and doc["scenarios"] == 4 and doc["failed"] == []
+    for label, one in doc["configurations"].items():
+        assert (one["target"], one["aql"]) == (label.split("+")[0], label.endswith("+aql"))
+        assert [c.rsplit("/", 1)[-1] for c in one["compared_with"]] == ["reference", f"sim-{one['target']}.json"]
+    assert main(["conformance", "kernel_iota"]) == 0
+    out = capsys.readouterr().out
+    assert "gfx1100  gfx1100+aql  gfx942  gfx942+aql" in out
+    assert "1/1 scenarios pass on sim (gfx942, AQL)" in out and "4/4 configurations pass" in out
+    for argv, label in ((["--target", "gfx942"], "(gfx942)"), (["--aql"], "(gfx1100, AQL)"),
+                        (["--pm4"], "(gfx1100)"), (["--target", "gfx942", "--aql"], "(gfx942, AQL)")):
+        assert main(["conformance", *argv, "kernel_iota"]) == 0
+        out = capsys.readouterr().out
+        assert out.count("scenarios pass on sim") == 1 and f"1/1 scenarios pass on sim {label}" in out, argv
+
+
 def test_conformance_prints_a_table_and_records_canonical_effects(tmp_path, capsys):
     rec = tmp_path / "r.json"
-    assert main(["conformance", "--record", str(rec), "kernel_iota", "signal_sequence_checkpoints"]) == 0
+    assert main(["conformance", "--target", "gfx1100", "--record", str(rec), "kernel_iota",
+                 "signal_sequence_checkpoints"]) == 0
     out = capsys.readouterr().out
     assert "kernel_iota" in out and "pass" in out and "2/2 scenarios pass on sim (gfx1100)" in out
     doc = json.loads(rec.read_text())
@@ -33,13 +55,13 @@ def test_conformance_prints_a_table_and_records_canonical_effects(tmp_path, caps
 
 def test_a_differing_record_fails_with_the_first_differing_byte(tmp_path, capsys):
     rec = tmp_path / "r.json"
-    main(["conformance", "--record", str(rec), "kernel_iota"])
+    main(["conformance", "--target", "gfx1100", "--record", str(rec), "kernel_iota"])
     doc = json.loads(rec.read_text())
     runs = doc["scenarios"]["kernel_iota"]["buffers"]["out"]["runs"]
     runs[0][1] = "0x000003e9"  # first word 1001 instead of 1000
     rec.write_text(json.dumps(doc))
     capsys.readouterr()
-    assert main(["conformance", "--compare", str(rec), "kernel_iota"]) == 1
+    assert main(["conformance", "--target", "gfx1100", "--compare", str(rec), "kernel_iota"]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "r.json: buffer out byte 0 (0x0): expected 0xe9, seen 0xe8" in out
 

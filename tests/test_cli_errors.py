@@ -57,12 +57,15 @@ def test_conformance_on_amd_without_kfd_is_refused_before_any_scenario_runs(caps
 @pytest.mark.parametrize("argv, status, message", [
     (["conformance", "--device", "XYZ"], EXIT_USAGE,
      "hcqsim conformance: --device XYZ: device spec 'XYZ': expected sim, sim:N, AMD or AMD:N"),
-    (["conformance", "--compare", "missing.json", "kernel_iota"], EXIT_UNAVAILABLE,
+    (["conformance", "--target", "gfx1100", "--compare", "missing.json", "kernel_iota"], EXIT_UNAVAILABLE,
      "hcqsim conformance: --compare missing.json: no such file"),
     (["conformance", "no_such_scenario"], EXIT_USAGE,
      "hcqsim conformance: no scenario 'no_such_scenario' (hcqsim conformance --list names them)"),
-    (["conformance", "--record", "/nonexistent/dir/r.json", "kernel_iota"], EXIT_UNAVAILABLE,
+    (["conformance", "--target", "gfx1100", "--record", "/nonexistent/dir/r.json", "kernel_iota"], EXIT_UNAVAILABLE,
      "hcqsim conformance: cannot write /nonexistent/dir/r.json: directory /nonexistent/dir does not exist"),
+    (["conformance", "--record", "r.json", "kernel_iota"], EXIT_USAGE,
+     "hcqsim conformance: --record is about one configuration: add --target gfx1100 or --target gfx942 (and --aql "
+     "for AQL compute queues); without them conformance runs all 4"),
     (["conformance", "--suite", "/nonexistent"], EXIT_UNAVAILABLE,
      "hcqsim conformance: --suite /nonexistent: no conformance suite there (scenarios.py missing)"),
     (["info", "--gpus", "0"], EXIT_USAGE, "hcqsim info: --gpus 0: show at least one GPU"),
@@ -146,9 +149,12 @@ def test_a_scenario_error_is_a_table_row_and_its_traceback_only_at_debug(capsys,
         raise RuntimeError("planted failure\nsecond line")
 
     monkeypatch.setattr(runner, "run_scenario", broken)
-    status, out, err = run(capsys, "conformance", "kernel_iota")
+    status, out, err = run(capsys, "conformance", "--target", "gfx1100", "kernel_iota")
     assert status == 1 and "ERROR   RuntimeError: planted failure" in out and "Traceback" not in out + err
-    status, out, err = run(capsys, "-vv", "conformance", "kernel_iota")
+    status, out, err = run(capsys, "conformance", "kernel_iota")  # the matrix: a column each, the first's reason
+    assert status == 1 and "kernel_iota  ERROR    ERROR        ERROR   ERROR       gfx1100: RuntimeError: planted " \
+        "failure" in out and "0/4 configurations pass" in out
+    status, out, err = run(capsys, "-vv", "conformance", "--target", "gfx1100", "kernel_iota")
     assert status == 1 and "Traceback" in err and "planted failure" in err
 
 

@@ -36,7 +36,7 @@ def test_a_mutant_whose_text_no_longer_occurs_does_not_apply(tmp_path):
     twice = mutate.Mutant("twice", "hcqsim/gpu.py", "self", "this", "ambiguous text")
     copy = mutate.copy_tree(tmp_path)
     assert not mutate.apply(gone, copy) and not mutate.apply(twice, copy)
-    result = mutate.mutate_and_run(gone, targets=("gfx1100",))
+    result = mutate.mutate_and_run(gone, targets=("gfx1100",), aql=False)
     assert not result.applied
     assert "does not apply" in mutate.table([result], ["gfx1100"], tests=False)
 
@@ -56,10 +56,20 @@ def unmutated_quick_scenarios_pass():
 @pytest.mark.parametrize("name", list(mutate.QUICK))
 def test_conformance_catches_a_planted_bug_through_the_reference_model(name, unmutated_quick_scenarios_pass):
     target, names = mutate.QUICK[name]
-    r = mutate.mutate_and_run(mutate.get(name), targets=(target,), scenarios=names)
+    r = mutate.mutate_and_run(mutate.get(name), targets=(target,), scenarios=names, aql=False)
     assert r.applied, f"{name} no longer applies: update conformance/mutate.py"
     v = r.conformance[target]
     assert v.caught and v.how == "ref", f"{name}: {v.how} {v.first}"
+
+
+def test_the_harness_runs_aql_queues_by_default_and_counts_what_they_catch(unmutated_quick_scenarios_pass):
+    """The main job runs PM4 and AQL compute queues; so does the harness, and a bug only AQL queues see counts."""
+    r = mutate.mutate_and_run(mutate.get("aql_kernarg_off_by_8"), targets=("gfx1100",), scenarios=["kernel_iota"])
+    assert r.applied and set(r.conformance) == {"gfx1100", "gfx1100+aql"}
+    assert not r.conformance["gfx1100"].caught and r.conformance["gfx1100+aql"].caught, r.conformance
+    assert r.caught_by_conformance
+    assert "conformance alone (any of gfx1100, gfx1100+aql): 1/1" in mutate.summary([r], ["gfx1100", "gfx1100+aql"],
+                                                                                      tests=False)
 
 
 @pytest.mark.slow
@@ -69,4 +79,5 @@ def test_conformance_alone_kills_ninety_percent_of_the_catalogue_on_both_targets
     assert len(applied) >= 40
     caught = {r.mutant.name for r in applied if r.caught_by_conformance}
     assert {"events_of_second_gpu_never_delivered", "s_barrier_does_not_hold"} <= caught
-    assert len(caught) >= 0.9 * len(applied), mutate.summary(results, list(mutate.TARGETS), tests=False)
+    columns = [c for t in mutate.TARGETS for c in (t, t + "+aql")]
+    assert len(caught) >= 0.9 * len(applied), mutate.summary(results, columns, tests=False)
