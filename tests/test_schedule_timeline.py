@@ -8,7 +8,7 @@ import pytest
 
 from hcqsim import trace_events as T
 from hcqsim.runtime import Schedule, open_devices
-from hcqsim.runtime.profile import TICKS_PER_US, place_virtual, wait_edges
+from hcqsim.runtime.profile import TICKS_PER_US, OpEvent, Profile, place_virtual, wait_edges
 
 SIZE = 1 << 20
 
@@ -172,4 +172,49 @@ def test_the_png_draws_a_row_per_queue_labels_a_legend_and_wait_arrows(two_devic
     assert {t.get_text() for t in ax.get_legend().get_texts()} == {"fill", "copy", "host", "waits for (dependency)"}
     arrows = [a for a in ax.texts if getattr(a, "arrow_patch", None) is not None]
     assert len(arrows) == len(profile.waits) >= 2
+    plt.close(fig)
+
+
+def test_the_title_counts_device_queues_devices_and_the_host(two_devices):
+    """Issue 34: a two-device schedule with a host read was titled "4 queues of 2 device(s)": the host row is not
+    a queue."""
+    from hcqsim.runtime.profile import default_title
+    s, _ = cross_device_schedule(two_devices)
+    profile = s.compile().run(profile=True)
+    assert default_title(profile) == "schedule profile: 8 operations on 3 queues of 2 devices and the host"
+    one = Profile([OpEvent(0, "fill", "fill", "GPU 0 copy0", 0, 0.0, 1.0)])
+    assert default_title(one) == "schedule profile: 1 operation on 1 queue of 1 device"
+
+
+def crossing_profile() -> "Profile":
+    """#2 on the top row, #4 on the bottom row, #3 inc between them in time and rows: the middle of the RAW #2->#4
+    arrow is the middle of #3's bar, where its label is (issue 34: "RAW #2->#4" hid "#3 inc")."""
+    rows = ("GPU 0 a0", "GPU 0 b1", "GPU 0 c2")  # tracks sort by name: a0 on top, c2 at the bottom
+    ev = [OpEvent(0, "fill", "fill", rows[0], 0, 0.0, 10.0), OpEvent(2, "copy", "copy", rows[0], 0, 10.0, 20.0),
+          OpEvent(1, "fill", "fill", rows[1], 0, 0.0, 12.0), OpEvent(3, "inc", "kernel", rows[1], 0, 21.0, 29.0),
+          OpEvent(4, "inc", "kernel", rows[2], 0, 30.0, 40.0), OpEvent(5, "copy", "copy", rows[2], 0, 40.0, 44.0)]
+    return Profile(ev, [(2, 4, "RAW"), (1, 3, "RAW"), (2, 5, "WAR")], "virtual")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib (the plot extra) is absent")
+@pytest.mark.parametrize("which", ["crossing", "two_devices"])
+def test_wait_labels_sit_clear_of_bars_bar_labels_and_each_other(which, two_devices):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from hcqsim.runtime.profile import draw
+    profile = crossing_profile() if which == "crossing" else cross_device_schedule(two_devices)[0].compile().run(
+        profile=True)
+    fig = draw(plt, profile)
+    ax, renderer = fig.axes[0], fig.canvas.get_renderer()
+    waits = [t for t in ax.texts if "->" in t.get_text()]
+    bar_labels = [t for t in ax.texts if t.get_text().startswith("#")]
+    assert len(waits) == len(profile.waits) and len(bar_labels) == len(profile.events)
+    boxes = {t.get_text(): t.get_window_extent(renderer) for t in waits}
+    for text, box in boxes.items():
+        for other in bar_labels:
+            assert not box.overlaps(other.get_window_extent(renderer)), f"{text} over {other.get_text()}"
+        for bar in ax.patches:
+            assert not box.overlaps(bar.get_window_extent(renderer)), f"{text} over a bar"
+        assert not any(box.overlaps(b) for t, b in boxes.items() if t != text), text
     plt.close(fig)

@@ -280,6 +280,7 @@ def draw(plt, profile, title: str | None = None):
             ax.text(left + dur + span * 0.003, y - BAR_HEIGHT * 0.55, label, ha="left", va="bottom",
                     fontsize=LABEL_POINTS - 1, color="black")
     by_op = {e.op: e for e in profile.events}
+    labels = []  # (producer, consumer, text): placed once the layout is final, clear of bars and their labels
     for producer, consumer, hazard in profile.waits:
         p, c = by_op.get(producer), by_op.get(consumer)
         if p is None or c is None:
@@ -287,11 +288,7 @@ def draw(plt, profile, title: str | None = None):
         ax.annotate("", xy=(c.start_us - t0, row[c.track]), xytext=(p.end_us - t0, row[p.track]),
                     arrowprops=dict(arrowstyle="-|>", color=WAIT_COLOUR, lw=1.3, shrinkA=0, shrinkB=0,
                                     connectionstyle=f"arc3,rad={-0.2 if row[c.track] != row[p.track] else 0.5}"))
-        steep = c.start_us - p.end_us < span * 0.02  # a near-vertical arrow: its label goes beside it, not on it
-        ax.text((p.end_us + c.start_us) / 2 - t0 - (span * 0.006 if steep else 0), (row[p.track] + row[c.track]) / 2,
-                f"{hazard} #{producer}->#{consumer}", fontsize=LABEL_POINTS - 1, color=WAIT_COLOUR,
-                ha="right" if steep else "center", va="center",
-                bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
+        labels.append((p, c, f"{hazard} #{producer}->#{consumer}"))
     ax.set_yticks(range(len(tracks)), tracks, fontsize=8)
     ax.set_ylim(len(tracks) - 0.4, -0.6)  # the first queue on top
     ax.set_xlim(-span * 0.01, span * 1.08)
@@ -305,8 +302,58 @@ def draw(plt, profile, title: str | None = None):
         handles.append(Line2D([0], [0], color=WAIT_COLOUR, lw=1.3, marker=">", label="waits for (dependency)"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22 if len(tracks) < 4 else -0.12),
               ncol=len(handles), fontsize=8, frameon=False)
-    devices = len({e.device for e in profile.events if e.device >= 0})
-    ax.set_title(title or f"schedule profile: {len(profile.events)} operations on {len(tracks)} queues of "
-                          f"{devices} device(s)", fontsize=10)
+    ax.set_title(title or default_title(profile), fontsize=10)
     fig.tight_layout()
+    _place_wait_labels(fig, ax, labels, row, t0, span)
     return fig
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def default_title(profile) -> str:
+    """`N operations on Q queues of D devices (and the host)`: the host's row is not a queue of a device."""
+    queues = {e.track for e in profile.events if e.device >= 0}
+    devices = {e.device for e in profile.events if e.device >= 0}
+    host = any(e.device < 0 for e in profile.events)
+    return (f"schedule profile: {_plural(len(profile.events), 'operation')} on {_plural(len(queues), 'queue')} of "
+            f"{_plural(len(devices), 'device')}" + (" and the host" if host else ""))
+
+
+def _place_wait_labels(fig, ax, labels, row: dict, t0: float, span: float) -> None:
+    """Each wait's `HAZARD #p->#c` label in a gap between rows (never on a bar), as close to its arrow's middle as
+    the gaps allow, clear of every bar, bar label and earlier wait label (checked in display space on the final
+    layout); a label with no free place anywhere near keeps the middle of its arrow."""
+    renderer = fig.canvas.get_renderer()
+    taken = [t.get_window_extent(renderer) for t in ax.texts if t.get_text()]
+    taken += [b.get_window_extent(renderer) for b in ax.patches]
+    inside = ax.get_window_extent(renderer)
+    n_rows = len(row)
+    style = dict(fontsize=LABEL_POINTS - 1, color=WAIT_COLOUR, ha="center", va="center",
+                 bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.8))
+    for p, c, text in labels:
+        rp, rc = row[p.track], row[c.track]
+        mid_y = (rp + rc) / 2
+        gaps = sorted((k + 0.5 for k in range(-1, n_rows)), key=lambda g: (abs(g - mid_y), g))
+        x0 = (p.end_us + c.start_us) / 2 - t0
+        label = ax.text(x0, gaps[0], text, **style)
+        width = label.get_window_extent(renderer).width
+        step = width / max(ax.transData.transform((1, 0))[0] - ax.transData.transform((0, 0))[0], 1e-9) * 0.6
+        shifts = [0.0] + [k * step * sign for k in range(1, 12) for sign in (1, -1)]
+        for y in gaps[:4]:
+            for dx in shifts:
+                x = x0 + dx
+                if not -span * 0.01 <= x <= span * 1.08:
+                    continue
+                label.set_position((x, y))
+                box = label.get_window_extent(renderer).expanded(1.06, 1.25)
+                if (inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
+                        and not any(box.overlaps(t) for t in taken)):
+                    break
+            else:
+                continue
+            break
+        else:
+            label.set_position((x0, mid_y))
+        taken.append(label.get_window_extent(renderer))
