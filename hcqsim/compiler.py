@@ -164,6 +164,14 @@ def _with_code_object_version(ir_text: str, version: int) -> str:
             f"!90001 = !{{i32 1, !\"amdhsa_code_object_version\", i32 {version * 100}}}\n")
 
 
+def linker_unavailable() -> str | None:
+    """Why `compile_llvm(..., link=True)` cannot link here (the ld.lld of the ziglang wheel is missing), or None."""
+    if _have_ziglang():
+        return None
+    return ("linking a code object (link=True) needs ld.lld from the ziglang wheel: install hcqsim's isa extra "
+            "(pip install 'hcqsim[isa]')")
+
+
 def _link_shared(obj: bytes, arch: str) -> bytes:
     """`ld.lld -shared` of one AMDGPU object (what hipcc does): the ET_DYN code object ROCr loads."""
     import hashlib
@@ -174,6 +182,8 @@ def _link_shared(obj: bytes, arch: str) -> bytes:
     if cached and os.path.exists(cached):
         with open(cached, "rb") as f:
             return f.read()
+    if (why := linker_unavailable()) is not None:
+        raise CompileError(f"{arch}: {why}")
     with tempfile.TemporaryDirectory(prefix="hcqsim-link-") as tmp:
         src, out = os.path.join(tmp, "k.o"), os.path.join(tmp, "k.so")
         with open(src, "wb") as f:
@@ -525,8 +535,8 @@ def _tool(arch: str) -> _Tool:
         tried = ", ".join(t.name for t in _candidates()) or "none found"
         raise AssemblerUnavailableError(
             f"{arch}: no assembler knows {split_arch(arch)[0]} (tried: {tried}). llvmlite's LLVM has no AMDGPU "
-            f"assembly parser; install ziglang (pip install ziglang, which ships LLVM's clang -cc1as), or a "
-            f"recent LLVM's llvm-mc on PATH, or point HCQSIM_LLVM_MC at one")
+            f"assembly parser; install hcqsim's isa extra (pip install 'hcqsim[isa]': the ziglang wheel, which ships "
+            f"LLVM's clang -cc1as), or a recent LLVM's llvm-mc on PATH, or point HCQSIM_LLVM_MC at one")
     return tool
 
 

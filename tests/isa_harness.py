@@ -58,6 +58,9 @@ _CODE: dict[tuple[str, str], tuple[bytes | None, str | None]] = {}
 def assemble_all(arch: str, lines: Iterable[str]) -> None:
     """Assemble every line not yet cached, in one assembler batch."""
     todo = sorted({ln for ln in lines if (arch, ln) not in _CODE})
+    if todo and (reason := no_assembler_reason(arch)):  # a test's own instruction: the oracle is the isa extra
+        import pytest
+        pytest.skip(reason)
     if todo:
         for line, result in zip(todo, assemble_each(todo, arch)):
             _CODE[(arch, line)] = result

@@ -27,7 +27,7 @@ def test_a_scenario_that_leaves_a_record_fails_naming_it(report_model, monkeypat
         return real_run(self)
     monkeypatch.setattr(runner.Run, "run", run_leaving_a_record)
     from hcqsim.coherence.report import SEEN
-    assert main(["conformance", "kernel_iota"]) == 1
+    assert main(["conformance", "--target", "gfx1100", "kernel_iota"]) == 1
     out = capsys.readouterr().out
     assert "kernel_iota  FAIL    memory model: not written back (GL2) on GPU 0" in out, out
     assert "missing GL2_WB / address: 0x1000..0x1008 (8 bytes) / writer:  queue pm4_0: WRITE_DATA" in out, out

@@ -226,7 +226,7 @@ def test_no_assembler_raises_assembler_unavailable_error(monkeypatch):
         assemble_instructions(["s_endpgm"], "gfx1100")
     monkeypatch.delenv("HCQSIM_LLVM_MC")
     monkeypatch.setattr(compiler, "_llvm_mc_candidates", lambda: [])
-    with pytest.raises(AssemblerUnavailableError, match=r"(?s)gfx1100.*pip install ziglang"):
+    with pytest.raises(AssemblerUnavailableError, match=r"(?s)gfx1100.*pip install 'hcqsim\[isa\]'"):
         assemble_each(["s_endpgm"], "gfx1100")
 
 

@@ -383,7 +383,7 @@ def _oracle_lines() -> list[str]:
     return [c.values[0] for c in _table_cases() + _vopd_cases()] + SPECIAL_LINES
 
 
-ORACLE = support.Oracle(ORACLE_ARCH, _oracle_lines, hint=" (pip install ziglang)")
+ORACLE = support.Oracle(ORACLE_ARCH, _oracle_lines, hint=" (pip install 'hcqsim[isa]')")
 
 
 @pytest.mark.parametrize("line, family, op, mnemonic", _table_cases() + _vopd_cases())

@@ -1,5 +1,5 @@
 """A ROCm stack's first fetch (tens of MB) says what it downloads, how much, and how far it has got, on stderr
-(hcqsim.native.stacks.Progress), instead of running silently. Checked against a small local file source: a
+(hcqsim.native.stacks.DownloadProgress), instead of running silently. Checked against a small local file source: a
 copy that grows its file in steps stands in for apt-get download, so no network is needed."""
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_progress_reports_size_and_bytes_so_far(tmp_path):
     dest = tmp_path / "debs"
     dest.mkdir()
     out = io.StringIO()
-    with stacks.Progress("stack test: download", [dest], 307200, out=out, every=0.1):
+    with stacks.DownloadProgress("stack test: download", [dest], 307200, out=out, every=0.1):
         stacks._run([sys.executable, "-c", GROW, str(source), str(dest / "a.deb")], dest, "copy")
     lines = out.getvalue().splitlines()
     assert lines[0] == "hcqsim: stack test: download: downloading 0.3 MB", lines

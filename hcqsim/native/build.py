@@ -69,4 +69,8 @@ def _build(source: Path, stem: str, suffix: str, flags: list[str], libs: list[st
             os.replace(tmp, out)  # atomic: a concurrent build of the same source wins either way
             return out
         errors.append(f"{' '.join(cc)}: exit {done.returncode}: {done.stderr.strip()[-2000:]}")
-    raise BuildError(f"cannot build {source.name}:\n" + "\n".join(errors))
+    import importlib.util
+    hint = "" if importlib.util.find_spec("ziglang") else (
+        "\n(no C compiler worked and the ziglang wheel is absent: install cc/gcc, or hcqsim's isa extra: "
+        "pip install 'hcqsim[isa]', whose `zig cc` builds it)")
+    raise BuildError(f"cannot build {source.name}:\n" + "\n".join(errors) + hint)

@@ -12,7 +12,7 @@ and comgr for manylinux2014) is fetched with `pip download --no-deps` at a pinne
 libraries are unpacked into `<cache>/rocm/<stack>/root/lib`; its programs run through the host's own loader.
 
 A first fetch says on stderr what it downloads and how much (the packages' pinned sizes), then the bytes so far
-every 2 s and the total and time at the end (`Progress`); a cached stack says nothing.
+every 2 s and the total and time at the end (`DownloadProgress`); a cached stack says nothing.
 
 A stack that cannot be fetched raises `StackUnavailable` with a one-line reason (tests fail with it; they
 never skip silently).
@@ -204,7 +204,7 @@ def megabytes(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-class Progress:
+class DownloadProgress:
     """Download progress on stderr while a fetch command runs: a line saying what and how much, a line every
     `every` seconds with the bytes so far (the files in `watch`, counted as they grow), and a last line with the
     total and the time. `total` is None where the size is not known beforehand (a package index)."""
@@ -245,7 +245,7 @@ class Progress:
         else:
             self._line(f"{megabytes(got)} so far")
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> "DownloadProgress":
         import threading
         import time
         self._start = time.monotonic()
@@ -285,10 +285,11 @@ def _download(stack: Stack, debs: Path) -> None:
     options = _apt_options(work, stack.suite)
     print(f"hcqsim: stack {stack.name} is not in the cache ({debs.parent}): fetching {len(missing)} Debian "
           f"{stack.suite} packages ({megabytes(sum(p.size for p in missing))}) with apt-get, once", file=sys.stderr)
-    with Progress(f"stack {stack.name}: apt-get update (the {stack.suite} package index)", [work / "lists"], None):
+    with DownloadProgress(f"stack {stack.name}: apt-get update (the {stack.suite} package index)", [work / "lists"],
+                          None):
         _run(["apt-get", *options, "update"], work, f"stack {stack.name}: apt-get update ({stack.suite})")
-    with Progress(f"stack {stack.name}: apt-get download ({len(missing)} packages)", [debs],
-                  sum(p.size for p in missing)):
+    with DownloadProgress(f"stack {stack.name}: apt-get download ({len(missing)} packages)", [debs],
+                          sum(p.size for p in missing)):
         _run(["apt-get", *options, "download", *(f"{p.name}={p.version}" for p in missing)], debs,
              f"stack {stack.name}: apt-get download")
     for p in missing:
@@ -325,7 +326,7 @@ def _fetch_wheel(stack: WheelStack, top: Path) -> None:
     if not path.exists() or _sha256(path) != stack.sha256:
         print(f"hcqsim: stack {stack.name} is not in the cache ({wheels.parent}): fetching {stack.filename} "
               f"({megabytes(stack.size) if stack.size else 'size not pinned'}) with pip, once", file=sys.stderr)
-        with Progress(f"stack {stack.name}: pip download", [wheels], stack.size):
+        with DownloadProgress(f"stack {stack.name}: pip download", [wheels], stack.size):
             _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
                   "3.11", "--platform", "manylinux2014_x86_64", "-d", str(wheels),
                   f"{stack.project}=={stack.version}"], wheels,
