@@ -8,7 +8,8 @@ install is only such a file (a path, or a finder on sys.meta_path), and the host
 of this checkout (its dependencies come from the running environment through a plain path file, which adds that
 directory without reading its .pth files, so `import hcqsim` works there only through the fresh install's own
 .pth), then runs its `bin/hcqsim` by path with no VIRTUAL_ENV, no PYTHONPATH and PATH without either
-environment's bin directory.
+environment's bin directory, and again through a symlink in another directory (what pipx installs). The wheel
+case is tests/test_wheel.py.
 """
 from __future__ import annotations
 
@@ -68,9 +69,15 @@ def editable_venv(tmp_path_factory) -> Path:
     return venv
 
 
-def test_hcqsim_run_by_path_from_an_editable_venv(stack, editable_venv, tmp_path):
+@pytest.mark.parametrize("how", ["by path", "through a symlink elsewhere (pipx-style)"])
+def test_hcqsim_run_by_path_from_an_editable_venv(stack, editable_venv, tmp_path, how):
     log = tmp_path / "calls.log"
-    done = subprocess.run([str(editable_venv / "bin/hcqsim"), "run", "--log", str(log), "--", "rocminfo"],
+    command = editable_venv / "bin/hcqsim"
+    if how != "by path":  # pipx puts a symlink to the venv's script in ~/.local/bin
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin/hcqsim").symlink_to(command)
+        command = tmp_path / "bin/hcqsim"
+    done = subprocess.run([str(command), "run", "--log", str(log), "--", "rocminfo"],
                           capture_output=True, text=True, env=clean_env(), cwd=str(tmp_path), timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "No module named" not in done.stderr

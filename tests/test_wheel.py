@@ -103,3 +103,20 @@ def test_an_installed_wheel_runs_the_main_job(installed, tmp_path):
     from hcqsim.cli import load_suite
     NAMES = load_suite().scenarios.NAMES
     assert f"{len(NAMES)}/{len(NAMES)} scenarios pass on sim (gfx1100)" in out.stdout
+
+
+def test_an_installed_wheel_runs_a_native_program_called_by_path(installed, tmp_path):
+    """`venv/bin/hcqsim run -- rocminfo` from a wheel install, no activation (issue 34; the editable and pipx-style
+    cases are tests/test_native_run_by_path.py)."""
+    from hcqsim.native import build, stacks
+    try:
+        stacks.fetch("debian13")
+        build.interposer_path()
+    except (stacks.StackUnavailable, build.BuildError) as e:
+        pytest.fail(f"native ROCm stack unavailable: {e}", pytrace=False)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "HCQSIM_LOG")}
+    env.update(PYTHONNOUSERSITE="1", PATH="/usr/bin:/bin")
+    out = subprocess.run([str(installed / "bin" / "hcqsim"), "run", "--", "rocminfo"], capture_output=True,
+                         text=True, cwd=tmp_path, env=env, timeout=120)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "amdgcn-amd-amdhsa--gfx1100" in out.stdout
