@@ -61,6 +61,58 @@ def f32_to_f16(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), nan16.astype(np.uint16), r.view(np.uint16)).view(F16)
 
 
+# ---------------------------------------------------------------------------------------------------
+# NaN results: one rule, never numpy's (docs/shader_semantics.md, "NaN results")
+
+# The NaN an operation makes when no source is one (0 * inf, inf - inf, sqrt(-1)): the pseudocode's own default
+# NaN (V_DIV_FIXUP's 0xffc00000 / 0xfe00), sign bit set.
+DEFAULT_NAN = {2: 0xFE00, 4: 0xFFC00000, 8: 0xFFF8000000000000}
+_FLOAT_OF = {2: F16, 4: F32, 8: F64}
+
+
+def nan_as(x: np.ndarray, dtype) -> np.ndarray:
+    """The raw bits (unsigned, of `dtype`'s width) of x's NaNs as quiet NaNs of `dtype`: sign kept, the payload's
+    top bits kept (left-aligned, as a wider format extends it and a narrower one truncates it). Other lanes'
+    values are meaningless."""
+    x = np.asarray(x)
+    src, dst = x.dtype.itemsize, np.dtype(dtype).itemsize
+    b = _bits(x).astype(np.uint64)
+    payload = b & np.uint64((1 << _MANT[src]) - 1)
+    shift = _MANT[dst] - _MANT[src]
+    payload = payload << np.uint64(shift) if shift >= 0 else payload >> np.uint64(-shift)
+    sign = (b >> np.uint64(8 * src - 1)) << np.uint64(8 * dst - 1)
+    top = np.uint64(_EXP_MASK[dst] << _MANT[dst] | _QUIET[dst])
+    return (sign | top | payload).astype(_UINT[dst])
+
+
+def propagate_nan(result: np.ndarray, *sources: np.ndarray) -> np.ndarray:
+    """`result` with each NaN lane replaced by hcqsim's NaN rule: the first NaN among the float `sources` (in
+    operand order, after source modifiers) converted to the result's format and quieted; where no source is
+    a NaN, DEFAULT_NAN. Which NaN numpy returns depends on its SIMD path (operand order inside a vector loop,
+    F16C conversions), so no result may keep numpy's."""
+    result = np.asarray(result)
+    nan = np.isnan(result)
+    if not nan.any():
+        return result
+    n = result.dtype.itemsize
+    pick = np.full(result.shape, DEFAULT_NAN[n], _UINT[n])
+    for s in reversed(sources):
+        s = np.asarray(s)
+        if s.dtype.kind == "f":
+            pick = np.where(np.isnan(s), nan_as(s, result.dtype), pick)
+    return np.where(nan, pick.view(result.dtype), result)
+
+
+def nan_rule(fn):
+    """fn(*sources) with its NaN results set by `propagate_nan` (and numpy's floating-point warnings silenced:
+    hardware raises no traps by default)."""
+    def wrapped(*sources):
+        with np.errstate(all="ignore"):
+            return propagate_nan(fn(*sources), *sources)
+    wrapped.__wrapped__ = fn
+    return wrapped
+
+
 def is_denormal(x: np.ndarray) -> np.ndarray:
     return (x != 0) & (exponent(x) == 0)
 
@@ -330,7 +382,7 @@ def div_fmas(a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np
     cannot undo v_div_scale's 2^64 / 2^128 scaling; the factor used is the one that does: 2^(+k) when the
     quotient estimate S2 is >= 2 (the denominator was scaled up), else 2^(-k) (the numerator was)."""
     a, b, c, vcc = np.broadcast_arrays(*(np.asarray(v) for v in (a, b, c)), np.asarray(vcc))
-    r = fma(a, b, c)
+    r = propagate_nan(fma(a, b, c), a, b, c)
     if not vcc.any():
         return r
     dt = r.dtype
@@ -345,7 +397,7 @@ def div_fmas(a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np
         else:  # the odd-rounded float64 sum is scaled exactly, then rounded once to f16/f32
             odd = round_to_odd_sum(a.astype(F64) * b.astype(F64), c.astype(F64))
             scaled = np.ldexp(odd, scale).astype(dt)
-    return np.where(vcc, scaled, r)
+    return propagate_nan(np.where(vcc, scaled, r), a, b, c)
 
 
 def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
