@@ -4,7 +4,8 @@ A fenced block names its kind:
 - ```python: run in a fresh interpreter (cwd a temporary directory, the checkout importable). A block whose first
   line is `# test_NAME.py` is a test file: it is written there and run with `python3 -m pytest` (the hcqsim plugin
   loads as it does for a user). A block whose first line is `# continues the block above` runs after the previous
-  python block of the page, in the same interpreter.
+  python block of the page, in the same interpreter. A block holding the comment `# prints the text block below`
+  must print exactly the ```text block that follows it.
 - ```console: every line starting with `$ ` is a command, run with bash in the checkout with this interpreter's
   bin directory first on PATH (`python3`, `hcqsim`, `pytest` are the environment's); each must exit 0. Other lines
   are output, shown, not compared.
@@ -29,6 +30,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 KINDS = ("python", "console", "text")
 NOT_RUN = "# not run by the doc test:"
 CONTINUES = "# continues the block above"
+PRINTS = "# prints the text block below"
 TIMEOUT_S = 300
 FENCE = re.compile(r"^(\s*)```(.*)$")
 # an indented code block's command: four spaces (not a list continuation) then a command word
@@ -120,7 +122,7 @@ def _python_source(block: Block) -> str:
     return "".join(b.code for b in chain)
 
 
-def _run(args, cwd, what: str, block: Block) -> None:
+def _run(args, cwd, what: str, block: Block) -> str:
     try:
         done = subprocess.run(args, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -128,6 +130,7 @@ def _run(args, cwd, what: str, block: Block) -> None:
     if done.returncode != 0:
         pytest.fail(f"{block.id}: {what} exited {done.returncode}\n--- stdout\n{done.stdout[-4000:]}\n"
                     f"--- stderr\n{done.stderr[-4000:]}")
+    return done.stdout
 
 
 RUNNABLE = [b for b in ALL if b.kind in ("python", "console")]
@@ -145,7 +148,13 @@ def test_code_block_runs_as_printed(block: Block, tmp_path: Path):
                  "the test file", block)
         else:
             (tmp_path / "example.py").write_text(_python_source(block))
-            _run([sys.executable, "example.py"], tmp_path, "the example", block)
+            printed = _run([sys.executable, "example.py"], tmp_path, "the example", block)
+            if PRINTS in block.code:
+                page_blocks = [b for b in ALL if b.page == block.page]
+                following = page_blocks[page_blocks.index(block) + 1]
+                assert following.kind == "text", f"{block.id}: no text block follows it"
+                assert printed.strip() == following.code.strip(), \
+                    f"{block.id} printed something else than {following.id} shows:\n{printed}"
         return
     commands = [ln[2:] for ln in block.code.split("\n") if ln.startswith("$ ")]
     assert commands, f"{block.id}: a console block without a `$ ` command line"
