@@ -57,5 +57,8 @@ def header(script: str) -> None:
 def help_requested(doc: str | None) -> None:
     """`--help` / `-h`: print the script's docstring and exit (before anything is measured)."""
     if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:
-        print((doc or "").strip())
+        try:
+            print((doc or "").strip(), flush=True)
+        except BrokenPipeError:  # `--help | head`
+            sys.stdout = open(os.devnull, "w")
         raise SystemExit(0)
