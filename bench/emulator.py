@@ -234,7 +234,8 @@ def main(argv: list[str]) -> None:
         print(f"livelock_report_s: {livelock_report_seconds():.3f}" + mode(WALL, "one run"))
         print(f"livelock_report_s_atomic_poll: {livelock_report_seconds(ATOMIC_SPIN_IR):.3f}" + mode(WALL, "one run"))
     if "sdma_interleaved" in parts:
-        print(f"sdma_copy_interleaved_vs_in_order_64MiB: {sdma_interleaved_vs_in_order():.2f}" + mode(WALL, "ratio of bests of 3"))
+        ratio = sdma_interleaved_vs_in_order()
+        print(f"sdma_copy_interleaved_vs_in_order_64MiB: {ratio:.2f}" + mode(WALL, "ratio of bests of 3"))
     if "stuck" in parts:
         for queue, aql in (("pm4", False), ("aql", True)):
             for kind, ir, name in (("self_branch", FOREVER_IR, "forever"),

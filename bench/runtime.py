@@ -133,13 +133,15 @@ def doorbell_latency(n: int = 500) -> None:
     first.sort()
     print(f"doorbell_to_first_packet_us_median: {statistics.median(first) * 1e6:.1f}" + mode(WALL, f"median of {n}"))
     print(f"doorbell_to_first_packet_us_p90: {first[int(0.9 * len(first))] * 1e6:.1f}" + mode(WALL, f"p90 of {n}"))
-    print(f"doorbell_round_trip_pure_spin_us_median: {statistics.median(spin) * 1e6:.1f}" + mode(WALL, f"median of {n}"))
+    print(f"doorbell_round_trip_pure_spin_us_median: {statistics.median(spin) * 1e6:.1f}"
+          + mode(WALL, f"median of {n}"))
     time.sleep(0.5)
     r0, t = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     time.sleep(2)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
-    print(f"free_running_idle_cpu_percent: {100 * cpu / (time.monotonic() - t):.1f}" + mode(CPU, "per 2 s of wall time"))
+    print(f"free_running_idle_cpu_percent: {100 * cpu / (time.monotonic() - t):.1f}"
+          + mode(CPU, "per 2 s of wall time"))
     client.close()
     system.close()
 
