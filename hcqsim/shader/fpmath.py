@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import fast
+from . import fast, hostjit
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -157,6 +157,8 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     if not (fast.enabled and a.shape == b.shape == c.shape):  # fast path: shapes that need no broadcasting
         a, b, c = np.broadcast_arrays(a, b, c)
     dt = np.result_type(a, b, c)
+    if hostjit.enabled and dt != F16:  # LLVM's fma for the host CPU: one call instead of the emulation below
+        return hostjit.fma(a.astype(dt, copy=False), b.astype(dt, copy=False), c.astype(dt, copy=False))
     with np.errstate(all="ignore"):
         if dt == F64:
             return _fma64(a.astype(F64), b.astype(F64), c.astype(F64))
@@ -210,15 +212,32 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     result = np.where(result == 0, th, result)  # an exact zero takes its sign from the plain sum (-0 + -0)
     ea, eb = exponent(a), exponent(b)
     # the split is exact only when a*b neither overflows in the splitting nor loses its low part to underflow
-    safe = (np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & (ea < 2046 - 28) & (eb < 2046 - 28)
-            & (ea + eb > 1023 + 110) & (np.abs(c) < F64(2.0) ** 1020) & ((c == 0) | (exponent(c) > 110))
-            & np.isfinite(result))
-    if not safe.all():
+    finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+    safe = (finite & (ea < 2046 - 28) & (eb < 2046 - 28) & (ea + eb > 1023 + 110) & (np.abs(c) < F64(2.0) ** 1020)
+            & ((c == 0) | (exponent(c) > 110)) & np.isfinite(result))
+    if safe.all():
+        return result
+    # Lanes whose result needs no rounding of a sum, decided without the split (zeros and non-finite operands are
+    # most of the unsafe lanes in real kernels: inactive lanes, zero-initialised accumulators):
+    zero_product = finite & ((a == 0) | (b == 0))  # +-0 + c: exact (c, or IEEE's sign of a zero sum)
+    zero_addend = finite & (c == 0) & ~zero_product  # RN(a*b + 0) = RN(a*b), the sign of a product rounding to 0
+    infinite_addend = np.isfinite(a) & np.isfinite(b) & ~np.isfinite(c)  # a finite product never cancels it
+    nonfinite_factor = ~(np.isfinite(a) & np.isfinite(b))  # inf*0, inf - inf, NaN: the plain operations decide
+    result = np.where(zero_product | nonfinite_factor, a * b + c, result)
+    result = np.where(zero_addend, a * b, result)
+    result = np.where(infinite_addend, c + F64(0), result)
+    rest = ~(safe | zero_product | zero_addend | infinite_addend | nonfinite_factor)
+    if rest.any():  # extreme exponents (the split could overflow, its low part underflow, the result overflow)
         result = np.array(result, copy=True)
-        for i in np.argwhere(~np.atleast_1d(safe)):
+        lanes = np.argwhere(np.atleast_1d(rest))
+        EXACT_FALLBACK["fma64_lanes"] += len(lanes)
+        for i in lanes:
             i = tuple(i) if result.ndim else ()
             result[i] = fma_exact(float(a[i]), float(b[i]), float(c[i]))
     return result
+
+
+EXACT_FALLBACK = {"fma64_lanes": 0, "div_fmas64_lanes": 0}  # lanes computed with Python rationals, counted
 
 
 def fma_exact(a: float, b: float, c: float, scale: int = 0) -> float:
@@ -391,7 +410,9 @@ def div_fmas(a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np
     with np.errstate(all="ignore"):
         if dt == F64:
             scaled = r.copy()
-            for i in np.argwhere(np.atleast_1d(vcc)):
+            lanes = np.argwhere(np.atleast_1d(vcc))
+            EXACT_FALLBACK["div_fmas64_lanes"] += len(lanes)
+            for i in lanes:
                 i = tuple(i) if r.ndim else ()
                 scaled[i] = fma_exact(float(a[i]), float(b[i]), float(c[i]), int(scale[i]))
         else:  # the odd-rounded float64 sum is scaled exactly, then rounded once to f16/f32
