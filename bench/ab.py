@@ -57,6 +57,9 @@ def against(script: str, rev: str, args: list[str], rounds: int = int(os.environ
 def main_or_against(script: str, main) -> None:
     """The `__main__` of a bench script: `--against REV` compares (the other arguments go to each run), else
     `main(argv)`."""
+    from timing import header, help_requested
+    help_requested(sys.modules["__main__"].__doc__)
+    header(script)
     argv = sys.argv[1:]
     if "--against" in argv:
         i = argv.index("--against")

@@ -37,7 +37,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ab import PACKAGE_ROOT, main_or_against  # noqa: E402
 sys.path.insert(0, PACKAGE_ROOT)
-from timing import best  # noqa: E402
+from timing import CPU, WALL, best, mode  # noqa: E402
 from tests.async_kernels import SPIN_IR, counting_poll_ir, loop_ir  # noqa: E402  (the kernels the tests run)
 
 from hcqsim import EmulatedGPU, kernels, pm4, sdma
@@ -215,40 +215,43 @@ def main(argv: list[str]) -> None:
             mixes["mixed"] = [p for i in range(n // 3) for p in (mixes["nop"][i], mixes["write_data"][i],
                                                                  mixes["release_mem"][i])]
             for name, packets in mixes.items():
-                print(f"pm4_packets_per_s_{name}: {pm4_rate(gpu, packets):.0f}")
+                print(f"pm4_packets_per_s_{name}: {pm4_rate(gpu, packets):.0f}" + mode(CPU, "best of 5 x 20 batches"))
     if "sdma" in parts:
         for label, size in (("4KiB", 4 << 10), ("1MiB", 1 << 20), ("64MiB", 64 << 20)):
             with EmulatedGPU(target="gfx1100", seed=0, trace_limit=1000) as gpu:
-                print(f"sdma_copy_vs_numpy_{label}: {sdma_vs_numpy(gpu, size):.4f}")
+                print(f"sdma_copy_vs_numpy_{label}: {sdma_vs_numpy(gpu, size):.4f}" + mode(CPU, "ratio of bests"))
     if "issue" in parts:
         rate, bound = issue_steps_per_s()
-        print(f"kernel_issue_steps_per_s_one_wave: {rate:.0f}")
+        print(f"kernel_issue_steps_per_s_one_wave: {rate:.0f}" + mode(WALL, "one run"))
         print(f"runaway_bound_steps: {bound}")
-        print(f"runaway_bound_s: {bound / rate:.1f}")
+        print(f"runaway_bound_s: {bound / rate:.1f}" + mode(WALL, "derived"))
     if "stream" in parts:
         base = min(kernel_stream_seconds("run_to_block") for _ in range(2))
-        print(f"kernel_stream_s_run_to_block: {base:.3f}")
+        print(f"kernel_stream_s_run_to_block: {base:.3f}" + mode(WALL, "best of 2"))
         for policy in ("round_robin", "random"):
-            print(f"interleaving_cost_{policy}: {kernel_stream_seconds(policy) / base:.2f}")
+            print(f"interleaving_cost_{policy}: {kernel_stream_seconds(policy) / base:.2f}" + mode(WALL, "ratio"))
     if "livelock" in parts:
-        print(f"livelock_report_s: {livelock_report_seconds():.3f}")
-        print(f"livelock_report_s_atomic_poll: {livelock_report_seconds(ATOMIC_SPIN_IR):.3f}")
+        print(f"livelock_report_s: {livelock_report_seconds():.3f}" + mode(WALL, "one run"))
+        print(f"livelock_report_s_atomic_poll: {livelock_report_seconds(ATOMIC_SPIN_IR):.3f}" + mode(WALL, "one run"))
     if "sdma_interleaved" in parts:
-        print(f"sdma_copy_interleaved_vs_in_order_64MiB: {sdma_interleaved_vs_in_order():.2f}")
+        ratio = sdma_interleaved_vs_in_order()
+        print(f"sdma_copy_interleaved_vs_in_order_64MiB: {ratio:.2f}" + mode(WALL, "ratio of bests of 3"))
     if "stuck" in parts:
         for queue, aql in (("pm4", False), ("aql", True)):
             for kind, ir, name in (("self_branch", FOREVER_IR, "forever"),
                                    ("counting_poll", COUNTING_SPIN_IR, "counting_poll")):
                 seconds, how = stuck_kernel_seconds(ir, name, aql)
-                print(f"livelock_report_s_{kind}_{queue}: {seconds:.3f}" + ("" if how == "livelock" else f"  # {how}"))
+                print(f"livelock_report_s_{kind}_{queue}: {seconds:.3f}" + mode(WALL, "one run")
+                      + ("" if how == "livelock" else f"  # {how}"))
     if "--quick" in argv or "runaway" not in parts:  # the runaway bounds take minutes
         return
     for queue, aql in (("pm4", False), ("aql", True)):
-        print(f"runaway_bound_s_self_chaining_ib_{queue}: {self_chaining_ib_seconds(aql):.2f}")
+        print(f"runaway_bound_s_self_chaining_ib_{queue}: {self_chaining_ib_seconds(aql):.2f}" + mode(WALL, "one run"))
         for kind, ir, name, watch in (("self_branch_unwatched", FOREVER_IR, "forever", False),
                                       ("hash_loop", COUNT_IR, "loop", True)):
             seconds, how = stuck_kernel_seconds(ir, name, aql, watch)
-            print(f"runaway_bound_s_{kind}_{queue}: {seconds:.1f}" + ("" if how == "runaway" else f"  # {how}"))
+            print(f"runaway_bound_s_{kind}_{queue}: {seconds:.1f}" + mode(WALL, "one run")
+                  + ("" if how == "runaway" else f"  # {how}"))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,9 @@ HERE = Path(__file__).resolve().parent.parent
 TREE = os.environ.get("PFUZZ_TREE", str(HERE))  # the hcqsim measured (--against runs this file on another tree)
 sys.path.insert(0, TREE)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import CPU, WALL, header, help_requested, mode  # noqa: E402
+
 from hypothesis import given  # noqa: E402
 
 from hcqsim.strategies import Fuzzer, RaceFound, fuzz_settings, interleavings, schedules  # noqa: E402
@@ -59,10 +62,11 @@ def measure(fz: Fuzzer, label: str, examples: int, shape: dict) -> None:
     load = os.getloadavg()[0]
     cases, dt = explore(fz, examples, **shape)
     runs, ops = fz.runs - runs0, fz.ops - ops0
-    print(f"fuzz_schedules_per_s[{label}]: {len(cases) / dt:.1f}  ({len(cases)} schedules, {runs} runs, "
+    print(f"fuzz_schedules_per_s[{label}]: {len(cases) / dt:.1f}" + mode(WALL, "one run, hypothesis included")
+          + f"  ({len(cases)} schedules, {runs} runs, "
           f"{ops} ops in {dt:.1f} s; mean {sum(len(c.ops) for c, _ in cases) / len(cases):.1f} ops; "
           f"load: {load:.1f})")
-    print(f"fuzz_ops_per_s[{label}]: {ops / dt:.0f}")
+    print(f"fuzz_ops_per_s[{label}]: {ops / dt:.0f}" + mode(WALL, "one run, hypothesis included"))
     t0 = time.perf_counter()
     for case, choices in cases:
         try:
@@ -70,8 +74,9 @@ def measure(fz: Fuzzer, label: str, examples: int, shape: dict) -> None:
         except RaceFound as e:  # a real finding (the search above raises it; here it is counted, not fatal)
             print(f"finding[{label}]: {e.report.first_difference}; replay: {e.report.seed[:60]}...")
     dt = time.perf_counter() - t0
-    print(f"check_schedules_per_s[{label}]: {len(cases) / dt:.1f}")
-    print(f"check_ops_per_s[{label}]: {(fz.ops - ops0 - ops) / dt:.0f}  (load: {os.getloadavg()[0]:.1f})")
+    print(f"check_schedules_per_s[{label}]: {len(cases) / dt:.1f}" + mode(WALL, "one run, checks only"))
+    print(f"check_ops_per_s[{label}]: {(fz.ops - ops0 - ops) / dt:.0f}" + mode(WALL, "one run, checks only")
+          + f"  (load: {os.getloadavg()[0]:.1f})")
 
 
 def profile(fz: Fuzzer, examples: int) -> None:
@@ -253,11 +258,11 @@ def check_only(examples: int) -> None:
                 digest.update(fz.policy.steps_text().encode())
                 digest.update(repr(sorted((n, b.view[:case.buffer_bytes].tobytes())
                                           for n, b in fz.bufs.items())).encode())
-            print(f"check_schedules_per_s[{label}]: {len(cases) / t:.1f}")
-            print(f"check_ops_per_s[{label}]: {(fz.ops - ops0) / t:.0f}")
+            print(f"check_schedules_per_s[{label}]: {len(cases) / t:.1f}" + mode(WALL, "checks only"))
+            print(f"check_ops_per_s[{label}]: {(fz.ops - ops0) / t:.0f}" + mode(WALL, "checks only"))
             # per CPU second of this process: what a shared machine's load disturbs least
-            print(f"check_schedules_per_cpu_s[{label}]: {len(cases) / cpu:.1f}")
-            print(f"check_ops_per_cpu_s[{label}]: {(fz.ops - ops0) / cpu:.0f}")
+            print(f"check_schedules_per_cpu_s[{label}]: {len(cases) / cpu:.1f}" + mode(CPU, "checks only"))
+            print(f"check_ops_per_cpu_s[{label}]: {(fz.ops - ops0) / cpu:.0f}" + mode(CPU, "checks only"))
             print(f"trace_digest[{label}]: {digest.hexdigest()[:16]}")
     finally:
         fz.close()
@@ -296,6 +301,8 @@ def against(rev: str, examples: int, rounds: int = int(os.environ.get("PFUZZ_ROU
 
 
 def main() -> None:
+    help_requested(__doc__)
+    header("bench/fuzz.py")
     args = [a for a in sys.argv[1:] if not a.startswith("--") and a not in ("tottime", "cumulative")]
     if "--check-only" in sys.argv:
         check_only(int(args[0]) if args else 60)

@@ -95,4 +95,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from timing import header, help_requested
+    help_requested(__doc__)
+    header("bench/memory_model.py")
     main()

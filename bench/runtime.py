@@ -37,7 +37,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import best  # noqa: E402
+from timing import CPU, WALL, best, header, help_requested, mode  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TREE = os.environ.get("PFUZZ_TREE", ROOT)  # the hcqsim measured (--against runs this file on another tree)
@@ -72,7 +72,7 @@ def round_trip_us(spec: str, n: int = 2000) -> None:
         sig.wait(v)
 
     t = best(lambda: [round_trip() for _ in range(n)], 3)
-    print(f"submit_signal_wait_us: {t / n * 1e6:.1f}")
+    print(f"submit_signal_wait_us: {t / n * 1e6:.1f}" + mode(WALL, f"best of 3 x {n}"))
     dev.close()
 
 
@@ -85,9 +85,10 @@ def copies(spec: str) -> None:
     clock = time.process_time if spec.startswith("sim") else time.perf_counter
     t_numpy = best(lambda: np.copyto(host, data), 5, clock)
     t_in = best(lambda: dev.copyin(buf, data), 5, clock)
-    print(f"copyin_vs_numpy_64MiB: {t_numpy / t_in:.2f}")
+    how = mode(CPU if spec.startswith("sim") else WALL, "ratio of bests of 5")
+    print(f"copyin_vs_numpy_64MiB: {t_numpy / t_in:.2f}" + how)
     t_out = best(lambda: dev.copyout(buf, out=host), 5, clock)  # into warm host memory, like the baseline
-    print(f"copyout_vs_numpy_64MiB: {t_numpy / t_out:.2f}")
+    print(f"copyout_vs_numpy_64MiB: {t_numpy / t_out:.2f}" + how)
     assert dev.copyout(buf, 4096) == data[:4096].tobytes()
     dev.close()
 
@@ -97,7 +98,7 @@ def alloc_at_scale(spec: str, live: int = 100_000, last: int = 1000) -> None:
     bufs = [dev.alloc(4096) for _ in range(live - last)]
     t = time.perf_counter()
     bufs += [dev.alloc(4096) for _ in range(last)]
-    print(f"alloc_us_at_100k_live_bos: {(time.perf_counter() - t) / last * 1e6:.1f}")
+    print(f"alloc_us_at_100k_live_bos: {(time.perf_counter() - t) / last * 1e6:.1f}" + mode(WALL, f"mean of {last}"))
     dev.close()
 
 
@@ -130,28 +131,30 @@ def doorbell_latency(n: int = 500) -> None:
         if v % 50 == 0:
             time.sleep(0.02)  # idle gaps: the thread backs off and must notice the next store by itself
     first.sort()
-    print(f"doorbell_to_first_packet_us_median: {statistics.median(first) * 1e6:.1f}")
-    print(f"doorbell_to_first_packet_us_p90: {first[int(0.9 * len(first))] * 1e6:.1f}")
-    print(f"doorbell_round_trip_pure_spin_us_median: {statistics.median(spin) * 1e6:.1f}")
+    print(f"doorbell_to_first_packet_us_median: {statistics.median(first) * 1e6:.1f}" + mode(WALL, f"median of {n}"))
+    print(f"doorbell_to_first_packet_us_p90: {first[int(0.9 * len(first))] * 1e6:.1f}" + mode(WALL, f"p90 of {n}"))
+    print(f"doorbell_round_trip_pure_spin_us_median: {statistics.median(spin) * 1e6:.1f}"
+          + mode(WALL, f"median of {n}"))
     time.sleep(0.5)
     r0, t = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     time.sleep(2)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
-    print(f"free_running_idle_cpu_percent: {100 * cpu / (time.monotonic() - t):.1f}")
+    print(f"free_running_idle_cpu_percent: {100 * cpu / (time.monotonic() - t):.1f}"
+          + mode(CPU, "per 2 s of wall time"))
     client.close()
     system.close()
 
 
 def hwtests_wall_time() -> None:
     times = {}
-    for mode, extra in (("progress_points", []), ("free_running", ["--sim-free-running"])):
+    for kind, extra in (("progress_points", []), ("free_running", ["--sim-free-running"])):
         t = time.perf_counter()
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "hwtests", *extra],
                        cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        times[mode] = time.perf_counter() - t
-        print(f"hwtests_wall_s_{mode}: {times[mode]:.1f}")
-    print(f"hwtests_free_running_ratio: {times['free_running'] / times['progress_points']:.2f}")
+        times[kind] = time.perf_counter() - t
+        print(f"hwtests_wall_s_{kind}: {times[kind]:.1f}" + mode(WALL, "one run"))
+    print(f"hwtests_free_running_ratio: {times['free_running'] / times['progress_points']:.2f}" + mode(WALL, "ratio"))
 
 
 def against(rev: str, parts: tuple[str, ...], rounds: int = int(os.environ.get("PFUZZ_ROUNDS", "3"))) -> None:
@@ -170,6 +173,8 @@ def against(rev: str, parts: tuple[str, ...], rounds: int = int(os.environ.get("
                                  check=True, capture_output=True, text=True).stdout
             for line in out.splitlines():
                 name, _, value = line.partition(": ")
+                if line.startswith("#") or not value:
+                    continue
                 results[who].setdefault(name, []).append(float(value.split()[0]))
                 print(f"{name}[{who} {rev if who == 'baseline' else 'HEAD'}, round {r}]: {value}  (load: {load:.1f})")
     for name, new in results["new"].items():
@@ -184,6 +189,8 @@ def against(rev: str, parts: tuple[str, ...], rounds: int = int(os.environ.get("
 
 
 if __name__ == "__main__":
+    help_requested(__doc__)
+    header("bench/runtime.py")
     argv = sys.argv[1:]
     only = PARTS
     if "--only" in argv:

@@ -97,4 +97,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from timing import header, help_requested
+    help_requested(__doc__)
+    header("bench/schedule.py")
     main()

@@ -35,6 +35,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hwtests"))
 from ab import PACKAGE_ROOT, main_or_against  # noqa: E402
+from timing import CPU as CPU_CLOCK, WALL, mode  # noqa: E402
 
 sys.path.insert(0, PACKAGE_ROOT)  # the hcqsim measured (another tree's under --against)
 import kernel_corpus as K  # noqa: E402
@@ -123,8 +124,8 @@ def main(argv: list[str]) -> None:
     n = 1 << 22
     small = dev.alloc(4 * 256)
     cold, _ = _timed_run(dev, prog, [small, small, small], 256, 256)
-    print(f"shader_cold_start_s: {cold:.3f}")
-    print(f"llvm_compile_s: {compile_s:.3f}")
+    print(f"shader_cold_start_s: {cold:.3f}" + mode(WALL, "one run"))
+    print(f"llvm_compile_s: {compile_s:.3f}" + mode(WALL, "one run, cache may answer"))
     if "vadd" in parts or "fdiv" in parts:
         a, b, c = (dev.alloc(4 * n) for _ in range(3))
         a.view[:] = np.random.default_rng(0).random(n, np.float32).view(np.uint8)
@@ -135,8 +136,8 @@ def main(argv: list[str]) -> None:
             seconds, lanes = _timed_run(dev, prog, [a, b, c], n, 256)
             assert np.array_equal(c.view.view(np.float32), a.view.view(np.float32) + b.view.view(np.float32))
             best, best_cpu = max(best, lanes / seconds), max(best_cpu, lanes / max(CPU[0], 1e-9))
-        print(f"shader_vadd_lane_instr_per_s: {best:.3e}")
-        print(f"shader_vadd_cpu_lane_instr_per_s: {best_cpu:.3e}")
+        print(f"shader_vadd_lane_instr_per_s: {best:.3e}" + mode(WALL, "best of 3"))
+        print(f"shader_vadd_cpu_lane_instr_per_s: {best_cpu:.3e}" + mode(CPU_CLOCK, "best of 3"))
     if "matmul" in parts:
         m = 128
         mm = dev.load_program(compile_llvm(K.MATMUL + K.DECLS, dev.target), "matmul")
@@ -152,33 +153,33 @@ def main(argv: list[str]) -> None:
             got = bc.view.view(np.float32).reshape(m, m)
             assert np.allclose(got, A @ B, rtol=1e-4)
             best, best_cpu = max(best, lanes / seconds), max(best_cpu, lanes / max(CPU[0], 1e-9))
-        print(f"shader_matmul_lane_instr_per_s: {best:.3e}")
-        print(f"shader_matmul_cpu_lane_instr_per_s: {best_cpu:.3e}")
+        print(f"shader_matmul_lane_instr_per_s: {best:.3e}" + mode(WALL, "best of 3"))
+        print(f"shader_matmul_cpu_lane_instr_per_s: {best_cpu:.3e}" + mode(CPU_CLOCK, "best of 3"))
     if "onewave" in parts:
         total, core_s = _one_wave(dev, prog, small)
-        print(f"shader_one_wave_dispatch_s: {total:.6f}")
-        print(f"shader_one_wave_core_s: {core_s:.6f}")
-        print(f"shader_one_wave_dispatch_us: {total * 1e6:.1f}")
-        print(f"shader_one_wave_core_us: {core_s * 1e6:.1f}")
-        print(f"shader_one_wave_core_cpu_us: {ONE_WAVE_CPU[0] * 1e6:.1f}")
+        print(f"shader_one_wave_dispatch_s: {total:.6f}" + mode(WALL, "best of 5 x 50"))
+        print(f"shader_one_wave_core_s: {core_s:.6f}" + mode(WALL, "best of 5 x 50"))
+        print(f"shader_one_wave_dispatch_us: {total * 1e6:.1f}" + mode(WALL, "best of 5 x 50"))
+        print(f"shader_one_wave_core_us: {core_s * 1e6:.1f}" + mode(WALL, "best of 5 x 50"))
+        print(f"shader_one_wave_core_cpu_us: {ONE_WAVE_CPU[0] * 1e6:.1f}" + mode(CPU_CLOCK, "best of 5 x 50"))
     if "fdiv" in parts:
         vadd_rate = _rate(dev, prog, [a, b, c], n)
         fdiv = dev.load_program(compile_llvm(FDIV + K.DECLS, dev.target), "fdiv")
         fdiv_rate = _rate(dev, fdiv, [a, b, c], n)
-        print(f"shader_fdiv_lane_instr_per_s: {fdiv_rate:.3e}")
-        print(f"shader_fdiv_vs_vadd_ratio: {fdiv_rate / vadd_rate:.2f}")
+        print(f"shader_fdiv_lane_instr_per_s: {fdiv_rate:.3e}" + mode(WALL))
+        print(f"shader_fdiv_vs_vadd_ratio: {fdiv_rate / vadd_rate:.2f}" + mode(WALL, "ratio"))
     dev.close()
     if "blit" in parts:
         times = {target: _blit(target) for target in ("gfx1100", "gfx942")}
         for target, seconds in times.items():
-            print(f"shader_blit_1mib_{target}_s: {seconds:.4f}")
-        print(f"shader_blit_gfx942_vs_gfx1100_ratio: {times['gfx942'] / times['gfx1100']:.2f}")
+            print(f"shader_blit_1mib_{target}_s: {seconds:.4f}" + mode(WALL, "best of 3"))
+        print(f"shader_blit_gfx942_vs_gfx1100_ratio: {times['gfx942'] / times['gfx1100']:.2f}" + mode(WALL, "ratio"))
     if "coverage" in parts:
         from hcqsim.shader import coverage
         for line in coverage.summary_lines():
             print(line)
     if "fuzz" in parts:
-        print(f"fuzz_checks_per_s: {_fuzz_rate():.0f}")
+        print(f"fuzz_checks_per_s: {_fuzz_rate():.0f}" + mode(WALL, "one run"))
 
 
 def _blit(target: str, nbytes: int = 1 << 20, items: int = 16384, rounds: int = 3) -> float:

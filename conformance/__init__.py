@@ -6,5 +6,5 @@
     runner.py      a scenario through hcqsim.runtime on "sim" or "AMD"
     golden/        recorded effect files (hcqsim conformance --record)
 
-`hcqsim conformance` (hcqsim/cli.py) runs them; README "Conformance" describes the lab procedure.
+`hcqsim conformance` (hcqsim/cli.py) runs them; docs/conformance.md describes the lab procedure.
 """

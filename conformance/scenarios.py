@@ -271,7 +271,8 @@ SCENARIOS = [
                ["submit", "compute0"], ["host_wait", "done", 1]], devices=2,
               buffers={"a0": 256, "b1": {"size": 256, "device": 1}}, signals={"s": 0, "done": {"value": 0, "device": 1}}),
     # -- compiled schedules and their replay --------------------------------------------------------------
-    _scenario("schedule_fill_copy", "the README schedule: fills and copies over three buffers, two copy queues",
+    _scenario("schedule_fill_copy",
+              "the schedule of docs/schedule.md's example: fills and copies over three buffers, two copy queues",
               [["schedule", "s", {"copy_queues": 2},
                 [["fill", "a", 0, 65536, 0x01010101], ["fill", "b", 0, 4096, 0x02020202], ["copy", "c", 0, "a", 0, 32768],
                  ["copy", "b", 4096, "a", 0, 4096]]],

@@ -77,7 +77,7 @@ OPTIONS = (
     Option("--hcqsim-free-running", "--sim-free-running", dict(
         action="store_true", dest="hcqsim_free_running", default=False,
         help="run the emulated GPUs on a background thread that notices doorbell stores by itself "
-             "(not deterministic across host/GPU interleavings; see README)")),
+             "(not deterministic across host/GPU interleavings; see docs/kfd_clients.md)")),
     Option("--hcqsim-seed", "--sim-seed", dict(
         dest="hcqsim_seed", type=int, default=0, metavar="N",
         help="seed of the emulated system (the random policy's choices and GPU seeds), printed in the header")),

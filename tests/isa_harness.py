@@ -12,6 +12,12 @@ tests turn into xfail(reason="unimplemented: ...") and record in `UNIMPLEMENTED`
 
 `python3 -m tests.isa_harness --report` runs every instruction test case of the tests/test_isa_*.py modules and
 prints, per target, the unimplemented instructions and every mismatch against the reference (first lanes).
+
+`python3 -m tests.isa_harness --same-on-every-simd-path` runs the same cases once per numpy SIMD level this CPU
+offers (all of them; without the AVX-512 levels; baseline only, by NPY_DISABLE_CPU_FEATURES) and fails unless every
+instruction leaves bit-identical registers at every level: the reference accepts any quiet NaN where the ISA leaves
+the payload open, so a result numpy's dispatch decides would pass the report on each machine and still differ
+between machines.
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ VGPRS = 32  # v0..v31 are enough for every test; more would only cost memory
 VECTORS = 192  # operand vectors per VALU instruction: 6 wave32s or 3 wave64s
 
 UNIMPLEMENTED: dict[str, set[str]] = {"gfx1100": set(), "gfx942": set()}  # arch -> instruction texts
+DIGESTS: list[tuple[str, str]] | None = None  # when a list: (arch: line, sha256 of the registers) per run
 
 
 class Unimplemented(Exception):
@@ -157,7 +164,17 @@ def run_instruction(arch: str, line: str, *, waves: int | None = None, v: dict[i
     if mode is not None:
         W.set_mode(slice(None), mode)
     run(W, slice(None))
+    if DIGESTS is not None:
+        DIGESTS.append((f"{arch}: {line}", _register_digest(W)))
     return State(n, lanes, W)
+
+
+def _register_digest(W: Waves) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    for part in (W.v, W.s, W.scc, W.mode):
+        h.update(np.ascontiguousarray(part).tobytes())
+    return h.hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -971,20 +988,23 @@ def group_accepted(arch: str, pending: list[tuple[str, object]], groups: dict[st
 # the report
 
 
-def _report() -> int:
+def _isa_modules():
     import importlib
     import os
-    import traceback
-
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
-    modules = [m[:-3] for m in sorted(os.listdir(here)) if m.startswith("test_isa_") and m.endswith(".py")
-               and os.path.exists(os.path.join(here, m))]
+    names = [m[:-3] for m in sorted(os.listdir(here)) if m.startswith("test_isa_") and m.endswith(".py")]
     harness = importlib.import_module("isa_harness")  # the module the tests use (this file runs as __main__)
+    return harness, [importlib.import_module(name) for name in names]
+
+
+def _report() -> int:
+    import traceback
+
+    harness, modules = _isa_modules()
     mismatches: list[str] = []
     checked = 0
-    for name in modules:
-        mod = importlib.import_module(name)
+    for mod in modules:
         for case in mod.CASES:
             try:
                 problem = case.check()
@@ -1009,7 +1029,71 @@ def _report() -> int:
     return 1 if mismatches else 0
 
 
+def _digest() -> int:
+    """Print one `sha256  arch: line` row per instruction run of the ISA corpus (registers after the run)."""
+    harness, modules = _isa_modules()
+    harness.DIGESTS = []
+    for mod in modules:
+        for case in [*mod.CASES, *getattr(mod, "MIX_CASES", [])]:
+            try:
+                case.check()
+            except (harness.Unimplemented, harness.Rejected):
+                continue
+    for key, digest in harness.DIGESTS:
+        print(f"{digest}  {key}")
+    return 0
+
+
+def simd_levels() -> dict[str, str]:
+    """name -> NPY_DISABLE_CPU_FEATURES value for each numpy SIMD level this CPU offers beyond the baseline: every
+    level on (""), the AVX-512 ones off (the AVX2-only machines' path) where there are any, all off (baseline)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:  # numpy 1.x
+        from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    found = [f for f in __cpu_dispatch__ if __cpu_features__.get(f)]
+    levels = {"all": ""}
+    wide = [f for f in found if "AVX512" in f or f in ("X86_V4",)]
+    if wide and len(wide) < len(found):
+        levels["no-avx512"] = " ".join(wide)
+    if found:
+        levels["baseline"] = " ".join(found)
+    return levels
+
+
+def _same_on_every_simd_path() -> int:
+    import os
+    import subprocess
+    runs = {}
+    for name, disabled in simd_levels().items():
+        env = dict(os.environ, NPY_DISABLE_CPU_FEATURES=disabled)
+        out = subprocess.run([sys.executable, "-m", "tests.isa_harness", "--digest"], env=env, capture_output=True,
+                             text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        if out.returncode:
+            print(f"== {name}: the digest run failed (exit {out.returncode})\n{out.stderr[-3000:]}")
+            return 1
+        runs[name] = out.stdout.splitlines()
+        print(f"== {name} (NPY_DISABLE_CPU_FEATURES={disabled!r}): {len(runs[name])} instruction runs")
+    first, *rest = runs
+    differ = 0
+    for name in rest:
+        if len(runs[name]) != len(runs[first]):
+            print(f"== {name}: {len(runs[name])} runs, {first}: {len(runs[first])}")
+            differ += 1
+            continue
+        for a, b in zip(runs[first], runs[name]):
+            if a != b:
+                differ += 1
+                print(f"== differs between {first} and {name}: {a.split('  ', 1)[1]}")
+    print(f"== {differ} instruction runs differ between SIMD levels {', '.join(runs)}")
+    return 1 if differ else 0
+
+
 if __name__ == "__main__":
     if "--report" in sys.argv:
         sys.exit(_report())
+    if "--digest" in sys.argv:
+        sys.exit(_digest())
+    if "--same-on-every-simd-path" in sys.argv:
+        sys.exit(_same_on_every_simd_path())
     print(__doc__)

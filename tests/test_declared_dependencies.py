@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION_OF = {"elftools": "pyelftools", "xdist": "pytest-xdist", "_pytest": "pytest", "yaml": "pyyaml"}
 
 # harness modules inside the package and the test tool each is for: pytest loads its own plugin, and
-# hcqsim.strategies is a library of hypothesis strategies (README: imported only by tests and harness code)
+# hcqsim.strategies is a library of hypothesis strategies (docs/fuzzing.md: imported only by tests and harness code)
 HARNESS_MODULES = {"pytest_plugin.py": {"pytest"}, "strategies.py": {"hypothesis", "pytest"}}
 
 # top-level names that are the repository's own code (packages, and test helper modules on sys.path)

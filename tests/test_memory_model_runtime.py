@@ -124,7 +124,7 @@ def memory_barrier_after_host_writes(dev, scale):
 
 
 def copyin_exec_copyout_twice(dev, scale):
-    """The README's way, twice over the same buffers: copyin, exec + signal + wait, copyout."""
+    """docs/runtime.md's way, twice over the same buffers: copyin, exec + signal + wait, copyout."""
     src, dst = dev.alloc(NBYTES), dev.alloc(NBYTES)
     got = []
     for start in (1, 500):
@@ -160,7 +160,7 @@ def exec_then_host_reads_vram(dev, scale):
 
 
 def copy_queue_fill_then_host_reads_vram(dev, scale):
-    """The README's copy-queue example: fill VRAM with SDMA, signal, wait, read the host view."""
+    """docs/runtime.md's copy-queue example: fill VRAM with SDMA, signal, wait, read the host view."""
     buf, sig = dev.alloc(NBYTES), dev.new_signal(0)
     dev.copy_queue().fill(buf, 0x01020304, NBYTES).signal(sig, 1).submit()
     sig.wait(1)

@@ -24,6 +24,15 @@ def test_the_header_shows_device_target_policy_and_sanitizer(pytester):
     result.stdout.fnmatch_lines(["hcqsim: device sim, target gfx942, policy random, sanitizer off"])
 
 
+def test_device_sim_alone_is_the_default_and_adds_no_header_line(pytester):
+    """docs/testing.md, "The header line": only an option that differs from its default adds the line."""
+    pytester.makepyfile(ONE_TEST)
+    result = pytester.runpytest_inprocess("--device=sim", *QUIET)
+    assert result.ret == 0
+    assert [line for line in result.outlines if line.startswith("platform ")]  # the header was printed
+    assert not [line for line in result.outlines if line.startswith("hcqsim:")]
+
+
 def test_sim_sanitize_gives_tests_a_sanitizing_device(pytester):
     pytester.makepyfile("def test_it(device):\n    assert device.sanitize\n")
     assert pytester.runpytest_inprocess("--sim-sanitize", *QUIET).ret == 0

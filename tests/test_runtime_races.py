@@ -1,4 +1,4 @@
-"""Ordinary ordering bugs in hand-written runtime code, fuzzed the way the README shows (an Interleaver policy,
+"""Ordinary ordering bugs in hand-written runtime code, fuzzed the way docs/fuzzing.md shows (an Interleaver policy,
 `interleavings()`, the default profile): each buggy version must be found, each fixed version must stay clean.
 
 Three bugs race queues released together by one host store; seven are written the usual way (submit in program
@@ -50,7 +50,7 @@ def m():
 
 
 def search(m, program) -> None:
-    """The README's fuzzing loop over `program(m, signals)`; an AssertionError inside is a found race."""
+    """docs/fuzzing.md's fuzzing loop over `program(m, signals)`; an AssertionError inside is a found race."""
     @fuzz_settings()
     @given(interleavings())
     def prop(choices):

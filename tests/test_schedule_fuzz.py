@@ -124,7 +124,7 @@ def test_host_writes_and_reads_follow_a_rebinding_and_other_host_code_refuses_on
         s2.compile().run(buffers={"a": a2})
 
 
-# the README's ten-line example for users' own runtime code, as a test
+# docs/fuzzing.md's example for users' own runtime code, as a test
 chooser = Interleaver()
 
 

@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from hcqsim.shader import fpmath
+from hcqsim.shader import fpmath, hostjit
 
 RNG = np.random.default_rng(20261201)
 FLOATS = (np.float16, np.float32, np.float64)
@@ -62,8 +62,15 @@ def exact_fma(a, b, c, dt):
     return round_exact(value, dt)
 
 
+@pytest.fixture(params=["host-jit", "numpy"])
+def fma_path(request, monkeypatch):
+    """Both FMA paths: LLVM's fma compiled for the host (hostjit, f32/f64) and the numpy emulation."""
+    monkeypatch.setattr(hostjit, "enabled", request.param == "host-jit")
+    return request.param
+
+
 @pytest.mark.parametrize("dt", FLOATS, ids=lambda d: np.dtype(d).name)
-def test_fma_is_correctly_rounded_for_finite_operands(dt):
+def test_fma_is_correctly_rounded_for_finite_operands(dt, fma_path):
     a, b, c = operands(dt, 3000)
     got = fpmath.fma(a, b, c)
     for i in range(len(a)):
@@ -72,14 +79,14 @@ def test_fma_is_correctly_rounded_for_finite_operands(dt):
                                                float(expect).hex(), float(got[i]).hex())
 
 
-def test_fma_rounds_once_where_a_product_rounded_first_would_not():
+def test_fma_rounds_once_where_a_product_rounded_first_would_not(fma_path):
     a, b = np.float32(1 + 2 ** -23), np.float32(1 - 2 ** -23)
     c = np.float32(-1.0)
     assert fpmath.fma(a, b, c) == np.float32(-(2.0 ** -46))  # a*b rounded to f32 first would give 0
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=lambda d: np.dtype(d).name)
-def test_fma_infinities_and_nans_follow_ieee(dt):
+def test_fma_infinities_and_nans_follow_ieee(dt, fma_path):
     inf, nan = dt(np.inf), dt(np.nan)
     a = np.array([inf, inf, 0, 1, 1, nan], dt)
     b = np.array([0, 1, 1, 1, 1, 1], dt)
@@ -89,7 +96,7 @@ def test_fma_infinities_and_nans_follow_ieee(dt):
     assert np.isnan(got[5])
 
 
-def test_fma64_of_a_finite_product_beside_an_infinite_addend_is_the_addend():
+def test_fma64_of_a_finite_product_beside_an_infinite_addend_is_the_addend(fma_path):
     big = np.float64(1e300)
     assert fpmath.fma(np.array([big]), np.array([big]), np.array([-np.inf]))[0] == -np.inf
 
@@ -202,3 +209,27 @@ def test_div_scale_scales_a_denormal_denominator_and_the_numerator_alike():
     num, vcc_n = fpmath.div_scale(n, d, n)
     assert den[0] == np.float32(np.ldexp(np.float64(d[0]), 64)) and num[0] == np.float32(np.ldexp(np.float64(n[0]), 64))
     assert not vcc_d[0] and not vcc_n[0]
+
+
+def test_fma64_zero_and_nonfinite_lanes_are_exact_without_the_rational_fallback(fma_path):
+    """Zeros (inactive lanes, zeroed accumulators), signed zeros, infinities and NaNs in every position: exact
+    (the rational oracle decides finite results; non-finite ones follow IEEE), and none of these lanes takes the
+    per-lane Python fallback, which is kept for extreme exponents only."""
+    specials = [0.0, -0.0, 1.5, -3.0, 2.0 ** -1074, -(2.0 ** 1023), np.inf, -np.inf, np.nan, 1e-300, 1e300]
+    grid = np.array(np.meshgrid(specials, specials, specials)).reshape(3, -1)
+    a, b, c = grid
+    before = fpmath.EXACT_FALLBACK["fma64_lanes"]
+    got = fpmath.fma(a, b, c)
+    fallback = fpmath.EXACT_FALLBACK["fma64_lanes"] - before
+    for x, y, z, g in zip(a, b, c, got):
+        if not (np.isfinite(x) and np.isfinite(y)):
+            with np.errstate(all="ignore"):
+                want = x * y + z  # an infinite or NaN factor: the plain operations are IEEE's fma
+            assert (np.isnan(g) and np.isnan(want)) or g == want, (x, y, z, g, want)
+            continue
+        if not np.isfinite(z):  # a finite product never cancels an infinite or NaN addend
+            assert (np.isnan(g) and np.isnan(z)) or g == z, (x, y, z, g)
+            continue
+        assert bits(g) == bits(exact_fma(x, y, z, np.float64)), (float(x).hex(), float(y).hex(), float(z).hex())
+    zero_or_special = ~(np.isfinite(a) & np.isfinite(b) & np.isfinite(c)) | (a == 0) | (b == 0) | (c == 0)
+    assert fallback <= int((~zero_or_special).sum())  # only lanes with three finite nonzero operands may fall back

@@ -47,7 +47,7 @@ def open_devices(spec: str = "sim", count: int = 1, *, sanitize: bool = False, p
     """`count` devices starting at the spec's index. On "sim", one emulated system with that many GPUs
     (options: target, seed, policy); on "AMD", GPUs of this machine's KFD. `sanitize=True`: freed memory
     and signals are unmapped at once and their VA held back, so later GPU use is a VM fault naming them;
-    `poison` (True or a 32-bit pattern) fills new allocations (README "Sanitizer mode"). `aql=True`: compute
+    `poison` (True or a 32-bit pattern) fills new allocations (docs/runtime.md, "Sanitizer mode"). `aql=True`: compute
     queues are COMPUTE_AQL queues (kernels as AQL dispatch packets, other commands as PM4 in vendor packets)."""
     kind, first = parse_spec(spec)
     checks = dict(sanitize=sanitize, poison=poison, aql=aql)

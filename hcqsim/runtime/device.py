@@ -227,7 +227,7 @@ class Device:
         self._signal_page_at: dict[int, Buffer] = {}  # page VA -> the page's Buffer
         self._free_signals: list[int] = []
         self.faults: list[str] = []
-        # sanitizer (README "Sanitizer mode"): frees unmap at once, freed VA stays reserved for a while, new
+        # sanitizer (docs/runtime.md, "Sanitizer mode"): frees unmap at once, freed VA stays reserved for a while, new
         # memory optionally poisoned; `_graveyard` remembers what was freed where, for fault reports
         self.sanitize = bool(sanitize)
         self.poison = DEFAULT_POISON if poison is True else (None if poison is False else poison)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fpmath
+from . import fpmath, transcendental
 from .fpmath import vmax, vmax3, vmed3, vmin, vmin3
 
 U32, I32, F32, U64, I64, F64 = np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64
@@ -202,6 +202,8 @@ def _lerp_u8(a, b, c):
 
 
 def _frexp_mant(a):
+    """v_frexp_mant: the mantissa in [0.5, 1) with S0's sign; +-inf and NaN are S0 itself (the pseudocode's
+    `D0 = S0`: a signalling NaN stays signalling, whatever numpy's frexp makes of it on this CPU)."""
     m = np.frexp(a)[0].astype(a.dtype)
     return np.where(np.isinf(a) | np.isnan(a), a, m)
 
@@ -215,17 +217,20 @@ _SIN_QUARTERS = np.array([0.0, 1.0, 0.0, -1.0])  # sin / cos at 0, 1/4, 1/2, 3/4
 _COS_QUARTERS = np.array([1.0, 0.0, -1.0, 0.0])
 
 
-def _turns(a, fn, quarters):
+def _turns(a, sine: bool):
     """v_sin / v_cos: the operand is in revolutions (full range). It is reduced exactly to its fraction of a
     turn first (x - floor(x) is exact in float64 for every f16/f32 value: any |x| >= 2^24 is a whole number
-    of turns), quarter turns give the exact values, the rest fn(2*pi*t) rounded to the operand's type."""
+    of turns), quarter turns give the exact values, the rest sin/cos(2*pi*t) (t's float64 angle) correctly
+    rounded to the operand's type (`transcendental`)."""
     x = a.astype(F64)
     t = x - np.floor(x)  # [0, 1); +-inf and NaN give NaN
     q = t * 4
     exact = q == np.floor(q)
-    v = np.where(exact, quarters[np.where(exact, q, 0).astype(np.int64) % 4], fn(2 * np.pi * t))
-    if fn is np.sin:
-        v = np.where(x == 0, x, v)  # sin(+-0) = +-0 (the guide's functional examples)
+    quarters = _SIN_QUARTERS if sine else _COS_QUARTERS
+    v = (transcendental.sin_of if sine else transcendental.cos_of)(2 * np.pi * t, a.dtype)
+    v = np.where(exact, quarters[np.where(exact, q, 0).astype(np.int64) % 4].astype(a.dtype), v)
+    if sine:
+        v = np.where(x == 0, a, v)  # sin(+-0) = +-0 (the guide's functional examples)
     return v.astype(a.dtype)
 
 
@@ -257,7 +262,9 @@ def _dot2_f32_f16(a, b, c):
          for s in (0, 16)]
     p0, p1 = p[0] * p[2], p[1] * p[3]
     s01 = fpmath.round_to_odd_sum(p0, p1)  # exact: both products fit 22 bits
-    return fpmath.round_to_odd_sum(s01, c.astype(F64)).astype(F32)
+    halves = [((x >> U32(s)) & U32(0xFFFF)).astype(U16).view(F16) for x in (a.view(U32), b.view(U32)) for s in (0, 16)]
+    # the NaN rule over the real operands, the four halves (S0.lo, S0.hi, S1.lo, S1.hi) and S2
+    return fpmath.propagate_nan(fpmath.round_to_odd_sum(s01, c.astype(F64)).astype(F32), *halves, c)
 
 
 
@@ -378,15 +385,15 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_rcp_iflag_f32": ("f32", ("f32",), _f(lambda a: (F32(1) / a).astype(F32))),
     "v_sqrt_f32": ("f32", ("f32",), _f(np.sqrt)),
     "v_rsq_f32": ("f32", ("f32",), _f(lambda a: (F32(1) / np.sqrt(a)).astype(F32))),
-    "v_exp_f32": ("f32", ("f32",), _f(np.exp2)), "v_log_f32": ("f32", ("f32",), _f(np.log2)),
-    "v_sin_f32": ("f32", ("f32",), _f(lambda a: _turns(a, np.sin, _SIN_QUARTERS))),
-    "v_cos_f32": ("f32", ("f32",), _f(lambda a: _turns(a, np.cos, _COS_QUARTERS))),
+    "v_exp_f32": ("f32", ("f32",), _f(transcendental.exp2)), "v_log_f32": ("f32", ("f32",), _f(transcendental.log2)),
+    "v_sin_f32": ("f32", ("f32",), _f(lambda a: _turns(a, True))),
+    "v_cos_f32": ("f32", ("f32",), _f(lambda a: _turns(a, False))),
     "v_floor_f32": ("f32", ("f32",), _f(np.floor)), "v_ceil_f32": ("f32", ("f32",), _f(np.ceil)),
     "v_trunc_f32": ("f32", ("f32",), _f(np.trunc)), "v_rndne_f32": ("f32", ("f32",), _f(np.rint)),
     "v_fract_f32": ("f32", ("f32",), _f(_fract)),
     "v_ldexp_f32": ("f32", ("f32", "i32"), _f(_ldexp)),
-    "v_frexp_mant_f32": ("f32", ("f32",), _f(lambda a: np.frexp(a)[0].astype(F32))),
-    "v_frexp_exp_i32_f32": ("i32", ("f32",), _f(lambda a: np.frexp(a)[1].astype(I32))),
+    "v_frexp_mant_f32": ("f32", ("f32",), _f(_frexp_mant)),
+    "v_frexp_exp_i32_f32": ("i32", ("f32",), _f(lambda a: _frexp_exp(a, I32))),
     "v_cvt_f32_i32": ("f32", ("i32",), lambda a: a.astype(F32)),
     "v_cvt_f32_u32": ("f32", ("u32",), lambda a: a.astype(F32)),
     "v_cvt_i32_f32": ("i32", ("f32",), lambda a: _cvt_f32_to_int(a, I32)),
@@ -439,13 +446,13 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_fract_f16": ("f16", ("f16",), _f(_fract)),
     "v_frexp_mant_f16": ("f16", ("f16",), _f(_frexp_mant)),
     "v_frexp_exp_i16_f16": ("i16", ("f16",), _f(lambda a: _frexp_exp(a, I16))),
-    "v_sin_f16": ("f16", ("f16",), _f(lambda a: _turns(a, np.sin, _SIN_QUARTERS))),
-    "v_cos_f16": ("f16", ("f16",), _f(lambda a: _turns(a, np.cos, _COS_QUARTERS))),
+    "v_sin_f16": ("f16", ("f16",), _f(lambda a: _turns(a, True))),
+    "v_cos_f16": ("f16", ("f16",), _f(lambda a: _turns(a, False))),
     "v_floor_f16": ("f16", ("f16",), _f(np.floor)), "v_ceil_f16": ("f16", ("f16",), _f(np.ceil)),
     "v_trunc_f16": ("f16", ("f16",), _f(np.trunc)), "v_rndne_f16": ("f16", ("f16",), _f(np.rint)),
     "v_sqrt_f16": ("f16", ("f16",), _f(np.sqrt)), "v_rcp_f16": ("f16", ("f16",), _f(lambda a: (1 / a).astype(F16))),
     "v_rsq_f16": ("f16", ("f16",), _f(lambda a: (1 / np.sqrt(a)).astype(F16))),
-    "v_exp_f16": ("f16", ("f16",), _f(np.exp2)), "v_log_f16": ("f16", ("f16",), _f(np.log2)),
+    "v_exp_f16": ("f16", ("f16",), _f(transcendental.exp2)), "v_log_f16": ("f16", ("f16",), _f(transcendental.log2)),
     "v_cvt_i16_f16": ("i16", ("f16",), lambda a: _cvt_f32_to_int(a, I16)),
     "v_cvt_u16_f16": ("u16", ("f16",), lambda a: _cvt_f32_to_int(a, U16)),
     "v_cvt_f16_i16": ("f16", ("i16",), lambda a: a.astype(F16)),
@@ -457,8 +464,8 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_trunc_f64": ("f64", ("f64",), _f(np.trunc)), "v_rndne_f64": ("f64", ("f64",), _f(np.rint)),
     "v_fract_f64": ("f64", ("f64",), _f(_fract)),
     "v_ldexp_f64": ("f64", ("f64", "i32"), _f(_ldexp)),
-    "v_frexp_mant_f64": ("f64", ("f64",), _f(lambda a: np.frexp(a)[0])),
-    "v_frexp_exp_i32_f64": ("i32", ("f64",), _f(lambda a: np.frexp(a)[1].astype(I32))),
+    "v_frexp_mant_f64": ("f64", ("f64",), _f(_frexp_mant)),
+    "v_frexp_exp_i32_f64": ("i32", ("f64",), _f(lambda a: _frexp_exp(a, I32))),
     "v_cvt_u32_f64": ("u32", ("f64",), lambda a: _cvt_f32_to_int(a, U32)),
     "v_div_fixup_f64": ("f64", ("f64", "f64", "f64"), fpmath.div_fixup),
     # 64-bit float
@@ -471,6 +478,18 @@ VALU: dict[str, tuple[str, tuple[str, ...], object]] = {
     "v_cvt_f64_u32": ("f64", ("u32",), lambda a: a.astype(F64)),
     "v_cvt_i32_f64": ("i32", ("f64",), lambda a: _cvt_f32_to_int(a, I32)),
 }
+
+# Entries whose functions define their NaN results themselves, as the ISA pseudocode does: min/max/med3 (IEEE
+# mode's quieting and the architecture's operand order, fpmath.vmin), v_frexp_mant (S0 itself), v_div_fixup (its
+# default NaN and S2-before-S1 order), v_dot2_f32_f16 (the rule over its f16 halves). Every other float result
+# takes fpmath's NaN rule (propagate_nan): first NaN source quieted, else the default NaN.
+OWN_NAN_RULE = frozenset(
+    [f"v_{op}_{t}" for op in ("min", "max", "min3", "max3", "med3", "maxmin", "minmax") for t in ("f16", "f32", "f64")]
+    + [f"v_frexp_mant_{t}" for t in ("f16", "f32", "f64")] + [f"v_div_fixup_{t}" for t in ("f16", "f32", "f64")]
+    + ["v_dot2_f32_f16"])
+for _name, (_out_t, _in_ts, _fn) in list(VALU.items()):
+    if _out_t[0] == "f" and _name not in OWN_NAN_RULE:
+        VALU[_name] = (_out_t, _in_ts, fpmath.nan_rule(_fn))
 
 
 
@@ -687,21 +706,19 @@ def _wqm(a, bits):
 
 
 def _ctz(a, bits):
+    """Trailing zeros (0xFFFFFFFF for 0): the bits below the lowest set bit, counted."""
     a = a.astype(U64)
-    low = a & (~a + U64(1))
-    idx = np.where(a == 0, 0, np.log2(np.where(a == 0, U64(1), low).astype(F64)).astype(np.int64))
-    return np.where(a == 0, U32(0xFFFFFFFF), idx.astype(U32))
+    below = (a & (~a + U64(1))) - U64(1)  # the lowest set bit's lower bits, all ones
+    return np.where(a == 0, U32(0xFFFFFFFF), np.bitwise_count(below).astype(U32))
 
 
 def _clz(a, bits):
-    """Leading zeros (0xFFFFFFFF for 0). The bit position comes from float64 log2 of 32-bit halves, exact for
-    values below 2^32 (a 64-bit value's log2 in float64 can round up to the next power of two)."""
+    """Leading zeros (0xFFFFFFFF for 0): the value's bits smeared down from its top bit, the rest counted."""
     a = a.astype(U64)
-    hi, lo = (a >> U64(32)).astype(F64), (a & U64(0xFFFFFFFF)).astype(F64)
-    top_hi = np.floor(np.log2(np.where(hi == 0, 1, hi))).astype(np.int64) + 32
-    top_lo = np.floor(np.log2(np.where(lo == 0, 1, lo))).astype(np.int64)
-    top = np.where(hi != 0, top_hi, top_lo)
-    return np.where(a == 0, U32(0xFFFFFFFF), (bits - 1 - top).astype(U32))
+    smear = a
+    for shift in (1, 2, 4, 8, 16, 32):
+        smear = smear | (smear >> U64(shift))
+    return np.where(a == 0, U32(0xFFFFFFFF), (bits - np.bitwise_count(smear).astype(np.int64)).astype(U32))
 
 
 # saveexec family: (new exec from (src, exec)), the old exec goes to sdst, SCC = new exec != 0

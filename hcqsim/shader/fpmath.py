@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import fast
+from . import fast, hostjit
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -59,6 +59,58 @@ def f32_to_f16(x: np.ndarray) -> np.ndarray:
     b = x.view(np.uint32)
     nan16 = ((b >> np.uint32(16)) & np.uint32(0x8000)) | np.uint32(0x7E00) | ((b >> np.uint32(13)) & np.uint32(0x3FF))
     return np.where(np.isnan(x), nan16.astype(np.uint16), r.view(np.uint16)).view(F16)
+
+
+# ---------------------------------------------------------------------------------------------------
+# NaN results: one rule, never numpy's (docs/shader_semantics.md, "NaN results")
+
+# The NaN an operation makes when no source is one (0 * inf, inf - inf, sqrt(-1)): the pseudocode's own default
+# NaN (V_DIV_FIXUP's 0xffc00000 / 0xfe00), sign bit set.
+DEFAULT_NAN = {2: 0xFE00, 4: 0xFFC00000, 8: 0xFFF8000000000000}
+_FLOAT_OF = {2: F16, 4: F32, 8: F64}
+
+
+def nan_as(x: np.ndarray, dtype) -> np.ndarray:
+    """The raw bits (unsigned, of `dtype`'s width) of x's NaNs as quiet NaNs of `dtype`: sign kept, the payload's
+    top bits kept (left-aligned, as a wider format extends it and a narrower one truncates it). Other lanes'
+    values are meaningless."""
+    x = np.asarray(x)
+    src, dst = x.dtype.itemsize, np.dtype(dtype).itemsize
+    b = _bits(x).astype(np.uint64)
+    payload = b & np.uint64((1 << _MANT[src]) - 1)
+    shift = _MANT[dst] - _MANT[src]
+    payload = payload << np.uint64(shift) if shift >= 0 else payload >> np.uint64(-shift)
+    sign = (b >> np.uint64(8 * src - 1)) << np.uint64(8 * dst - 1)
+    top = np.uint64(_EXP_MASK[dst] << _MANT[dst] | _QUIET[dst])
+    return (sign | top | payload).astype(_UINT[dst])
+
+
+def propagate_nan(result: np.ndarray, *sources: np.ndarray) -> np.ndarray:
+    """`result` with each NaN lane replaced by hcqsim's NaN rule: the first NaN among the float `sources` (in
+    operand order, after source modifiers) converted to the result's format and quieted; where no source is
+    a NaN, DEFAULT_NAN. Which NaN numpy returns depends on its SIMD path (operand order inside a vector loop,
+    F16C conversions), so no result may keep numpy's."""
+    result = np.asarray(result)
+    nan = np.isnan(result)
+    if not nan.any():
+        return result
+    n = result.dtype.itemsize
+    pick = np.full(result.shape, DEFAULT_NAN[n], _UINT[n])
+    for s in reversed(sources):
+        s = np.asarray(s)
+        if s.dtype.kind == "f":
+            pick = np.where(np.isnan(s), nan_as(s, result.dtype), pick)
+    return np.where(nan, pick.view(result.dtype), result)
+
+
+def nan_rule(fn):
+    """fn(*sources) with its NaN results set by `propagate_nan` (and numpy's floating-point warnings silenced:
+    hardware raises no traps by default)."""
+    def wrapped(*sources):
+        with np.errstate(all="ignore"):
+            return propagate_nan(fn(*sources), *sources)
+    wrapped.__wrapped__ = fn
+    return wrapped
 
 
 def is_denormal(x: np.ndarray) -> np.ndarray:
@@ -105,6 +157,8 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     if not (fast.enabled and a.shape == b.shape == c.shape):  # fast path: shapes that need no broadcasting
         a, b, c = np.broadcast_arrays(a, b, c)
     dt = np.result_type(a, b, c)
+    if hostjit.enabled and dt != F16:  # LLVM's fma for the host CPU: one call instead of the emulation below
+        return hostjit.fma(a.astype(dt, copy=False), b.astype(dt, copy=False), c.astype(dt, copy=False))
     with np.errstate(all="ignore"):
         if dt == F64:
             return _fma64(a.astype(F64), b.astype(F64), c.astype(F64))
@@ -158,15 +212,32 @@ def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     result = np.where(result == 0, th, result)  # an exact zero takes its sign from the plain sum (-0 + -0)
     ea, eb = exponent(a), exponent(b)
     # the split is exact only when a*b neither overflows in the splitting nor loses its low part to underflow
-    safe = (np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & (ea < 2046 - 28) & (eb < 2046 - 28)
-            & (ea + eb > 1023 + 110) & (np.abs(c) < F64(2.0) ** 1020) & ((c == 0) | (exponent(c) > 110))
-            & np.isfinite(result))
-    if not safe.all():
+    finite = np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+    safe = (finite & (ea < 2046 - 28) & (eb < 2046 - 28) & (ea + eb > 1023 + 110) & (np.abs(c) < F64(2.0) ** 1020)
+            & ((c == 0) | (exponent(c) > 110)) & np.isfinite(result))
+    if safe.all():
+        return result
+    # Lanes whose result needs no rounding of a sum, decided without the split (zeros and non-finite operands are
+    # most of the unsafe lanes in real kernels: inactive lanes, zero-initialised accumulators):
+    zero_product = finite & ((a == 0) | (b == 0))  # +-0 + c: exact (c, or IEEE's sign of a zero sum)
+    zero_addend = finite & (c == 0) & ~zero_product  # RN(a*b + 0) = RN(a*b), the sign of a product rounding to 0
+    infinite_addend = np.isfinite(a) & np.isfinite(b) & ~np.isfinite(c)  # a finite product never cancels it
+    nonfinite_factor = ~(np.isfinite(a) & np.isfinite(b))  # inf*0, inf - inf, NaN: the plain operations decide
+    result = np.where(zero_product | nonfinite_factor, a * b + c, result)
+    result = np.where(zero_addend, a * b, result)
+    result = np.where(infinite_addend, c + F64(0), result)
+    rest = ~(safe | zero_product | zero_addend | infinite_addend | nonfinite_factor)
+    if rest.any():  # extreme exponents (the split could overflow, its low part underflow, the result overflow)
         result = np.array(result, copy=True)
-        for i in np.argwhere(~np.atleast_1d(safe)):
+        lanes = np.argwhere(np.atleast_1d(rest))
+        EXACT_FALLBACK["fma64_lanes"] += len(lanes)
+        for i in lanes:
             i = tuple(i) if result.ndim else ()
             result[i] = fma_exact(float(a[i]), float(b[i]), float(c[i]))
     return result
+
+
+EXACT_FALLBACK = {"fma64_lanes": 0, "div_fmas64_lanes": 0}  # lanes computed with Python rationals, counted
 
 
 def fma_exact(a: float, b: float, c: float, scale: int = 0) -> float:
@@ -330,7 +401,7 @@ def div_fmas(a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np
     cannot undo v_div_scale's 2^64 / 2^128 scaling; the factor used is the one that does: 2^(+k) when the
     quotient estimate S2 is >= 2 (the denominator was scaled up), else 2^(-k) (the numerator was)."""
     a, b, c, vcc = np.broadcast_arrays(*(np.asarray(v) for v in (a, b, c)), np.asarray(vcc))
-    r = fma(a, b, c)
+    r = propagate_nan(fma(a, b, c), a, b, c)
     if not vcc.any():
         return r
     dt = r.dtype
@@ -339,13 +410,15 @@ def div_fmas(a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np
     with np.errstate(all="ignore"):
         if dt == F64:
             scaled = r.copy()
-            for i in np.argwhere(np.atleast_1d(vcc)):
+            lanes = np.argwhere(np.atleast_1d(vcc))
+            EXACT_FALLBACK["div_fmas64_lanes"] += len(lanes)
+            for i in lanes:
                 i = tuple(i) if r.ndim else ()
                 scaled[i] = fma_exact(float(a[i]), float(b[i]), float(c[i]), int(scale[i]))
         else:  # the odd-rounded float64 sum is scaled exactly, then rounded once to f16/f32
             odd = round_to_odd_sum(a.astype(F64) * b.astype(F64), c.astype(F64))
             scaled = np.ldexp(odd, scale).astype(dt)
-    return np.where(vcc, scaled, r)
+    return propagate_nan(np.where(vcc, scaled, r), a, b, c)
 
 
 def div_fixup(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:

@@ -45,6 +45,7 @@ from .alu import F32, F64, U16, U32
 from .decoder import Instr
 from .operands import Context, Run, ShaderFault, advance, vsrc
 from . import formats as fm
+from . import fpmath
 
 _MFMA_RE = re.compile(r"v_mfma_(f32|i32)_(\d+)x(\d+)x(\d+)(?:_(\d+)b)?_(f32|f16|bf16|i8)")
 _WMMA = {  # mnemonic -> (input type, result type)
@@ -197,19 +198,21 @@ def _elements(regs: np.ndarray, typ: str) -> np.ndarray:
 
 
 def _round_to(x: np.ndarray, typ: str) -> np.ndarray:
-    """float64 / int64 results -> uint32 register bits (f32, i32) or uint16 (f16, bf16), rounded to nearest even."""
-    if typ == "f32":
-        return x.astype(F32).view(U32)
+    """float64 / int64 results -> uint32 register bits (f32, i32) or uint16 (f16, bf16), rounded to nearest even.
+    A NaN element is the default NaN (fpmath.DEFAULT_NAN; bf16: its f32 form's top half): which NaN a sum of
+    several keeps is the summation's choice, not one the ISA documents, and must not be numpy's."""
     if typ == "i32":
         return (x & 0xFFFFFFFF).astype(np.uint64).astype(U32)
+    nan = np.isnan(x)
+    if typ == "f32":
+        return np.where(nan, U32(fpmath.DEFAULT_NAN[4]), x.astype(F32).view(U32))
     if typ == "f16":
-        return x.astype(np.float16).view(U16)
+        return np.where(nan, U16(fpmath.DEFAULT_NAN[2]), x.astype(np.float16).view(U16))
     if typ == "bf16":
         f = x.astype(F32)
         bits = f.view(U32).astype(np.uint64)
         rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # RNE on the dropped 16 bits
-        nan = np.isnan(f)
-        return np.where(nan, (bits >> 16) | 0x40, rounded).astype(U16)
+        return np.where(nan, fpmath.DEFAULT_NAN[4] >> 16, rounded).astype(U16)
     raise AssertionError(typ)
 
 

@@ -311,6 +311,32 @@ def atomic_kind(ctx: Context, instr: Instr, op: str):
     return fn, dt, np.dtype(dt).itemsize, False
 
 
+# integer atomics whose lane-order application is a left fold: old, then each lane's source (swap keeps the last)
+_SCANS = {id(_ATOMIC_FNS[k]): u for k, u in (("add", np.add), ("sub", np.subtract), ("and", np.bitwise_and),
+                                             ("or", np.bitwise_or), ("xor", np.bitwise_xor), ("min", np.minimum),
+                                             ("max", np.maximum), ("swap", "last"))}
+
+
+def _scan_atomics(old_of, write, addrs, uniq, srcs, scan, dt, rets):
+    """apply_atomics for a fold: lanes grouped by address (a stable sort keeps lane order within a group); each
+    lane returns the group's value before it, the group's last value is written. Integer scans wrap as the
+    hardware's adders do."""
+    order = np.argsort(addrs, kind="stable")
+    values = np.asarray(srcs, dt)[order]
+    bounds = np.flatnonzero(np.r_[True, addrs[order][1:] != addrs[order][:-1], True])
+    olds = np.asarray(old_of(uniq), dt)
+    finals = np.empty(uniq.size, dt)
+    for g in range(uniq.size):
+        lo, hi = bounds[g], bounds[g + 1]
+        chain = np.concatenate((olds[g:g + 1], values[lo:hi]))
+        if scan != "last":
+            chain = scan.accumulate(chain, dtype=dt)
+        rets[order[lo:hi]] = chain[:-1]
+        finals[g] = chain[-1]
+    write(uniq, finals)
+    return rets
+
+
 def apply_atomics(old_of, write, addrs, srcs, cmps, fn, dt, cmpswap):
     """Apply per-lane atomics in lane order (lanes on the same address see each other); returns pre-op values."""
     uniq, first = np.unique(addrs, return_index=True)
@@ -321,6 +347,9 @@ def apply_atomics(old_of, write, addrs, srcs, cmps, fn, dt, cmpswap):
         new = np.where(old == cmps, srcs, old) if cmpswap else fn(old, srcs)
         write(addrs, np.asarray(new).astype(dt))
         return rets
+    scan = None if cmpswap or np.dtype(dt).kind not in "iu" else _SCANS.get(id(fn))
+    if scan is not None:  # lanes sharing an address: each address's lanes folded in lane order, one scan a group
+        return _scan_atomics(old_of, write, addrs, uniq, srcs, scan, dt, rets)
     current = dict(zip(uniq.tolist(), old_of(uniq).tolist()))
     for i, a in enumerate(addrs.tolist()):
         old = dt(current[a])

@@ -168,11 +168,17 @@ def source_modifiers(read: Callable, typ: str, abs_: bool, neg: bool) -> Callabl
             return x ^ sign if neg else x
         return mod_bits
 
-    def mod(W, w):
-        x = read(W, w)
+    sign = _SIGN[WIDTH[typ]]
+    bits_t = _BITS[WIDTH[typ]]
+
+    def mod(W, w):  # on the sign bit, as the hardware does: numpy's abs/negative of a NaN is its SIMD path's choice
+        x = np.asarray(read(W, w))
+        if x.dtype.itemsize != bits_t().itemsize:
+            raise AssertionError(f"a {typ} source read as {x.dtype}")
+        b = x.view(bits_t)
         if abs_:
-            x = np.abs(x)
-        return -x if neg else x
+            b = b & ~sign
+        return (b ^ sign if neg else b).view(x.dtype)
     return mod
 
 

@@ -48,8 +48,10 @@ def compile_vop3p(instr: Instr, ctx: Context) -> Run:
     is_float = typ == "f16"
     if not is_float and (neg_lo | neg_hi) & ((1 << nsrc) - 1):
         raise ctx.unsupported(instr, "neg_lo/neg_hi on integer packed sources")
+    nan_rule = is_float  # fpmath's NaN rule, except where min/max define their NaN results themselves
     if name in ("v_pk_min_f16", "v_pk_max_f16"):
         fn = fpmath.minmax_family(name, ctx.ieee, ctx.true16)
+        nan_rule = False
     halves = []
     for i in range(nsrc):
         code = f[f"src{i}"]
@@ -76,6 +78,8 @@ def compile_vop3p(instr: Instr, ctx: Context) -> Run:
             if saturate is not None:
                 return saturate(fn(*[np.asarray(a).astype(np.int64) for a in args]))
             value = np.asarray(fn(*args)).astype(dt)
+            if nan_rule:
+                value = fpmath.propagate_nan(value, *args)
         return post(value) if post is not None else value
 
     def run(W, w):
@@ -153,7 +157,8 @@ def _compile_packed_f32(instr: Instr, ctx: Context) -> Run:
         out = []
         for readers in halves:
             with np.errstate(all="ignore"):
-                value = np.asarray(fn(*[np.broadcast_to(r(W, w), lanes.shape) for r in readers])).astype(F32)
+                args = [np.broadcast_to(r(W, w), lanes.shape) for r in readers]
+                value = fpmath.propagate_nan(np.asarray(fn(*args)).astype(F32), *args)
             out.append((post(value) if post else value).view(U32))
         W.v[w, dst] = np.where(lanes, out[0], W.v[w, dst])
         W.v[w, dst + 1] = np.where(lanes, out[1], W.v[w, dst + 1])
@@ -197,9 +202,9 @@ def _compile_fma_mix(instr: Instr, ctx: Context) -> Run:
         lanes = W.exec_lanes(w)
         a, b, c = (np.broadcast_to(r(W, w), lanes.shape) for r in readers)
         with np.errstate(all="ignore"):
-            value = fpmath.fma(a, b, c) if fused else (a * b + c).astype(F32)
+            value = fpmath.propagate_nan(fpmath.fma(a, b, c) if fused else (a * b + c).astype(F32), a, b, c)
             if to_half is not None:
-                value = value.astype(F16)
+                value = fpmath.f32_to_f16(value)
         write(W, w, clamp(value) if clamp else value, lanes)
         step(W, w)
     return run
