@@ -134,6 +134,18 @@ def _state(arch: str, r):
     return W, exec_
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _assembled():
+    """Every line of this module in one assembler run per target (one run per line costs a process each)."""
+    for arch in ARCHS:
+        if no_assembler_reason(arch):
+            continue
+        lines = [_line(arch, op, f" offset:{o}" if o else "") for op in list(LOADS) + list(STORES) for o in OFFSETS]
+        lines += [_line(arch, op, f" offset:{o}" if o else "") for op in ATOMICS for o in ATOMIC_OFFSETS]
+        lines += [_line(arch, op, f" offset0:{a} offset1:{b}") for op in TWO_ADDR for a, b in TWO_ADDR_OFFSETS]
+        isa_harness.assemble_all(arch, lines)
+
+
 def _run(arch, line, W):
     try:
         compiled(arch, line)(W, slice(None))
@@ -240,11 +252,12 @@ def test_store_writes_addr_plus_offset_in_32_bits_and_drops_outside(arch, op, of
 
 TWO_ADDR = {"load_2addr_b32": (4, 1), "load_2addr_stride64_b32": (4, 64), "load_2addr_b64": (8, 1),
             "store_2addr_b32": (4, 1)}
+TWO_ADDR_OFFSETS = ((0, 1), (16, 17), (3, 0), (1, 2))
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("op", sorted(TWO_ADDR))
-@pytest.mark.parametrize("offsets", ((0, 1), (16, 17), (3, 0), (1, 2)))
+@pytest.mark.parametrize("offsets", TWO_ADDR_OFFSETS)
 def test_two_address_forms_scale_each_offset_then_add_in_32_bits(arch, op, offsets):
     _skip(arch)
     size, stride = TWO_ADDR[op]
@@ -279,13 +292,14 @@ def test_two_address_forms_scale_each_offset_then_add_in_32_bits(arch, op, offse
     _check(arch, W, lds0, v0, exec_, expect, expect_v, line)
 
 
+ATOMIC_OFFSETS = (0, 64, 65532)
 ATOMICS = {"add_u32": lambda m, d: (m + d) & M32, "add_rtn_u32": lambda m, d: (m + d) & M32,
            "max_rtn_i32": lambda m, d: max(_sext(m, 32), _sext(d, 32)) & M32}
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("op", sorted(ATOMICS))
-@pytest.mark.parametrize("offset", (0, 64, 65532))
+@pytest.mark.parametrize("offset", ATOMIC_OFFSETS)
 def test_lds_atomic_updates_addr_plus_offset_of_its_own_workgroup(arch, op, offset):
     """An atomic at ADDR + offset (32-bit sum) changes its own workgroup's LDS and returns the old value; outside
     the allocation it changes nothing, in no workgroup (hcqsim returns 0 there, as for loads; not asserted)."""
