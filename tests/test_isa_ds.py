@@ -143,6 +143,9 @@ def _assembled():
         lines = [_line(arch, op, f" offset:{o}" if o else "") for op in list(LOADS) + list(STORES) for o in OFFSETS]
         lines += [_line(arch, op, f" offset:{o}" if o else "") for op in ATOMICS for o in ATOMIC_OFFSETS]
         lines += [_line(arch, op, f" offset0:{a} offset1:{b}") for op in TWO_ADDR for a, b in TWO_ADDR_OFFSETS]
+        lines += [f"ds_swizzle_b32 v{DST}, v{ADDR} offset:{p}" for p in SWIZZLES]
+        lines += [f"ds_{op}_b32 v{DST}, v{ADDR}, v{DATA0}" + (f" offset:{o}" if o else "")
+                  for op in ("bpermute", "permute") for o in (0, 4, 8, 124, 252, 65532)]
         isa_harness.assemble_all(arch, lines)
 
 
@@ -342,3 +345,107 @@ def test_rocprim_raking_byte_load_from_a_negative_base(arch):
     W.set_mask(slice(None), EXEC, np.ones((1, lanes), bool))
     _run(arch, line, W)
     assert [int(x) for x in W.v[0, DST, :]] == [100 + lane + 32 for lane in range(lanes)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# cross-lane moves through the LDS crossbar (no LDS memory): rocPRIM's warp reductions broadcast with ds_swizzle
+# and read the last lane with ds_bpermute. References (RDNA3 / CDNA3 guides, DS_SWIZZLE_B32 / DS_BPERMUTE_B32):
+# * ds_swizzle_b32 offset[15] = 1: quad permute, lane reads lane (lane & ~3) | offset[2k+1:2k] for k = lane & 3;
+#   offset[15] = 0: bit mask, within each 32-lane half lane reads ((lane & and_mask) | or_mask) ^ xor_mask with
+#   and_mask = offset[4:0], or_mask = offset[9:5], xor_mask = offset[14:10]. The moved value is the ADDR VGPR.
+# * ds_bpermute_b32 vdst, addr, data offset:o: lane reads data of lane ((addr + o) mod 2^32) / 4 mod wave size;
+#   ds_permute_b32: lane writes its data to lane ((addr + o) / 4) mod wave size.
+# Only active lanes are written; a lane whose source lane is inactive is not asserted (the guides do not say).
+
+SWIZZLES = ("swizzle(QUAD_PERM,0,1,2,3)", "swizzle(QUAD_PERM,3,2,1,0)", "swizzle(QUAD_PERM,1,0,3,2)",
+            "swizzle(BROADCAST,32,15)", "swizzle(BROADCAST,4,1)", "swizzle(BROADCAST,16,0)", "swizzle(SWAP,16)",
+            "swizzle(SWAP,1)", "swizzle(REVERSE,32)", "swizzle(REVERSE,8)", 'swizzle(BITMASK_PERM,"01pip")',
+            'swizzle(BITMASK_PERM,"10i01")', "0x1e0", "0x7fff", "0x0")
+
+
+def _swizzle_source(offset: int, lane: int) -> int:
+    if offset & 0x8000:
+        return lane - lane % 4 + (offset >> 2 * (lane % 4) & 3)
+    and_m, or_m, xor_m = offset & 31, offset >> 5 & 31, offset >> 10 & 31
+    return lane - lane % 32 + ((((lane % 32) & and_m) | or_m) ^ xor_m)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("pattern", SWIZZLES)
+def test_ds_swizzle_moves_the_addr_vgpr_from_the_lane_its_offset_names(arch, pattern):
+    _skip(arch)
+    line = f"ds_swizzle_b32 v{DST}, v{ADDR} offset:{pattern}"
+    code = isa_harness.encoding(arch, line)
+    offset = int.from_bytes(code[:2], "little")  # DS word 0 bits 15:0: the swizzle pattern as LLVM encoded it
+    r = rng(arch, line)
+    W, exec_ = _state(arch, r)
+    v0 = W.v.copy()
+    _run(arch, line, W)
+    lanes = LANES[arch]
+    bad = []
+    for w in range(WAVES):
+        for lane in range(lanes):
+            src = _swizzle_source(offset, lane)
+            if not exec_[w, lane]:
+                want = int(v0[w, DST, lane])
+            elif exec_[w, src]:
+                want = int(v0[w, ADDR, src])
+            else:
+                continue
+            if int(W.v[w, DST, lane]) != want:
+                bad.append(f"wave {w} lane {lane} (source {src}): {int(W.v[w, DST, lane]):#x}, expected {want:#x}")
+    assert not bad, f"{arch} {line!r} (offset {offset:#06x}): " + "; ".join(bad[:4])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("offset", (0, 4, 124, 252, 65532))
+def test_ds_bpermute_reads_the_lane_at_addr_plus_offset_over_4_modulo_the_wave(arch, offset):
+    _skip(arch)
+    line = f"ds_bpermute_b32 v{DST}, v{ADDR}, v{DATA0}" + (f" offset:{offset}" if offset else "")
+    r = rng(arch, line)
+    W, exec_ = _state(arch, r)
+    lanes = LANES[arch]
+    # addresses: a lane index * 4, some "negative" (the offset brings them back), some not multiples of 4
+    W.v[:, ADDR, :] = np.array([((r.randrange(lanes) * 4 + r.choice([0, 0, 0, 1, 3])) - (offset if r.random() < 0.5
+                                 else 0)) & M32 for _ in range(WAVES * lanes)], np.int64).reshape(WAVES, lanes)
+    v0 = W.v.copy()
+    _run(arch, line, W)
+    bad = []
+    for w in range(WAVES):
+        for lane in range(lanes):
+            src = (_addr(int(v0[w, ADDR, lane]), offset) >> 2) % lanes
+            if not exec_[w, lane]:
+                want = int(v0[w, DST, lane])
+            elif exec_[w, src]:
+                want = int(v0[w, DATA0, src])
+            else:
+                continue
+            if int(W.v[w, DST, lane]) != want:
+                bad.append(f"wave {w} lane {lane} (source {src}): {int(W.v[w, DST, lane]):#x}, expected {want:#x}")
+    assert not bad, f"{arch} {line!r}: " + "; ".join(bad[:4])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("offset", (0, 8, 65532))
+def test_ds_permute_writes_each_lane_to_the_lane_at_addr_plus_offset_over_4(arch, offset):
+    """A permutation (no two lanes write one lane): every active lane's data lands in its target lane when the
+    target is active; the others keep their value."""
+    _skip(arch)
+    line = f"ds_permute_b32 v{DST}, v{ADDR}, v{DATA0}" + (f" offset:{offset}" if offset else "")
+    r = rng(arch, line)
+    W, exec_ = _state(arch, r)
+    lanes = LANES[arch]
+    targets = [r.sample(range(lanes), lanes) for _ in range(WAVES)]
+    W.v[:, ADDR, :] = np.array([[(t * 4 - offset) & M32 for t in ts] for ts in targets], np.int64)
+    v0 = W.v.copy()
+    _run(arch, line, W)
+    bad = []
+    for w in range(WAVES):
+        writer = {t: lane for lane, t in enumerate(targets[w])}
+        for lane in range(lanes):
+            if not exec_[w, lane] or not exec_[w, writer[lane]]:
+                continue  # inactive: unchanged or not documented
+            want = int(v0[w, DATA0, writer[lane]])
+            if int(W.v[w, DST, lane]) != want:
+                bad.append(f"wave {w} lane {lane} (from {writer[lane]}): {int(W.v[w, DST, lane]):#x}, expected {want:#x}")
+    assert not bad, f"{arch} {line!r}: " + "; ".join(bad[:4])
