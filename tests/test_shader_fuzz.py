@@ -255,3 +255,21 @@ def test_many_random_programs_match_the_langref_evaluation(target, opt):
         _run_and_assert(prog, target, opt, seed)
 
     prop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("opt", [0, 2, 3])
+def test_many_cross_lane_programs_match_the_langref_evaluation(target, opt):
+    """The `lanes` family at length (HCQSIM_FUZZ_EXAMPLES, default 2000): 8/16-bit values through LDS (raking
+    loops with bases below zero, lane swaps), DPP, ds_swizzle and ds_bpermute."""
+    examples = int(os.environ.get("HCQSIM_FUZZ_EXAMPLES", "2000"))
+    types = ("i1", "i8", "i16", "i32", "i64", "f16", "f32", "v4i8", "v2i16", "v2f16")
+
+    @given(prog=programs(max_nodes=12, ops=FAMILIES["lanes"] + ("if", "loop", "sub", "shl", "lshr", "ashr"),
+                         types=types), seed=st.integers(0, 2 ** 32 - 1))
+    @settings(max_examples=examples, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    def prop(prog, seed):
+        _run_and_assert(prog, target, opt, seed)
+
+    prop()
