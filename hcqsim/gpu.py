@@ -258,7 +258,7 @@ class EmulatedGPU:
     def __init__(self, target: str = "gfx1100", seed: int = 0, *, policy="run_to_block",
                  window: VaWindow | None = None, index: int = 0, gpu_id: int | None = None, autorun: bool = True,
                  trace_limit: int = 200_000, interrupt_limit: int = 200_000, max_packets_per_run: int = MAX_PACKETS_PER_RUN,
-                 cost: CostModel = CostModel(), shader: bool = True, max_kernel_steps: int | None = None,
+                 cost: CostModel = CostModel(), shader: bool | str = True, max_kernel_steps: int | None = None,
                  memory_model: str | None = None, memory_reports: list | None = None,
                  spin_iterations: int | None = -1):
         self.target: Target = get_target(target)
@@ -295,7 +295,8 @@ class EmulatedGPU:
         self.shader_core = None  # .dispatch(queue, Dispatch) -> waves; None: DISPATCH_DIRECT is unsupported
         if shader:
             from .shader.core import ShaderCore
-            self.shader_core = ShaderCore(self)
+            # shader=True: the mode HCQSIM_SHADER names (interpret unless set); or "interpret" / "translate"
+            self.shader_core = ShaderCore(self, mode=shader if isinstance(shader, str) else None)
             if max_kernel_steps is not None:
                 self.shader_core.max_kernel_steps = max_kernel_steps
             if spin_iterations != -1:  # None: a loop that only counts is never called a spin

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import EngineError, RunawayStop, SpinningWave, UnsupportedError, VMFaultError
 from ..registers import RSRC2
-from . import fast, fpmode
+from . import fast, fpmode, translate
 from .compile import InstructionCache, compile_instr, gfx9_as_gfx11
 from .decoder import decode, sext
 from .dispatch import Dispatch
@@ -91,9 +91,14 @@ class ShaderCore:
     fault the launching packet happen there, and the dispatch's waves then run as an `ActiveDispatch`, an activity
     the GPU's scheduler advances in quanta beside the queues (or `None` when nothing is left to run)."""
 
-    def __init__(self, gpu, arch: str | None = None):
+    def __init__(self, gpu, arch: str | None = None, mode: str | None = None):
         self.gpu = gpu
         self.arch = arch or gpu.target.name
+        # "interpret" (the default) or "translate": runs of covered instructions as native blocks (shader.translate)
+        self.mode = translate.mode_from_environment() if mode is None else mode
+        if self.mode not in translate.MODES:
+            raise ValueError(f"shader mode {self.mode!r}: expected one of {translate.MODES}")
+        self.translator = translate.Translator(self.arch) if self.mode == "translate" else None
         self._compiled = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> closure, across dispatches (LRU)
         self._polls = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> (instruction, address function)
         self._recent: dict = {}  # fast path: (lanes, vgprs, acc) -> {pc: (the 16 code bytes, closure) last run there}
@@ -502,6 +507,8 @@ class ActiveDispatch:
         chunk = max(1, CHUNK_LANES // self.lanes) if model is None and fast.enabled else 0
         together = choose is None and split is None and fast.enabled  # no policy to ask which waves issue
         quick_fetch, find, string_at = core._fetch is None and fast.enabled, core.gpu.memory.find, ctypes.string_at
+        memory = core.gpu.memory
+        translator = core.translator if model is None and core._fetch is None else None
         for start in range(0, self.n_groups, self.batch_groups):
             self.batch_ids = batch = self._batch(start)
             W = core._launch(d, self.rsrc2, batch, self.lanes, self.vgprs, self.wpg)
@@ -529,6 +536,27 @@ class ActiveDispatch:
                         if w:
                             continue
                         break
+                if translator is not None and w.__class__ is slice and together and not self.watching \
+                        and not self._fair and not W.flushing:
+                    # translate mode: every wave issues here, no policy, no spin watch, no memory model, no flushing
+                    # float mode; a block runs only when the budget and the runaway bound cover all its steps
+                    blk = translator.block(pc, W, memory, ctx, d.pgm_addr)
+                    if blk is not None and blk.steps <= self._budget and \
+                            self.steps + blk.steps <= core.max_kernel_steps:
+                        blk.run(W)
+                        n = blk.steps
+                        self.steps += n
+                        stats["issue_steps"] += n
+                        stats["wave_instructions"] += n * sel.size
+                        stats["lane_instructions"] += n * sel.size * W.lanes
+                        translator.stats["block_runs"] += 1
+                        translator.stats["block_steps"] += n
+                        if W.n > 1:  # every wave stepped its PC past the block: the issue _pick would choose
+                            lockstep = (pc + blk.size, sel, w)
+                        self._budget -= n
+                        if self._budget <= 0:
+                            yield
+                        continue
                 if slots is not None:  # the fetch goes through the first selected wave's CU
                     model.slot = int(slots[sel[0]])
                 run = None
