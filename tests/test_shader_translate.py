@@ -12,7 +12,9 @@
 """
 from __future__ import annotations
 
+import os
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -24,6 +26,9 @@ from hcqsim.shader.compile import compile_instr
 from hcqsim.shader.decoder import decode
 from hcqsim.shader.operands import Context
 from hcqsim.shader.waves import EXEC, VCC, Waves
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hwtests"))
+import kernel_corpus as K  # noqa: E402
 
 ARCH, LANES, VGPRS = "gfx1100", 32, 16
 pytestmark = pytest.mark.skipif(no_assembler_reason(ARCH) is not None, reason=str(no_assembler_reason(ARCH)))
@@ -204,42 +209,13 @@ def _accepted(line):
 
 # -- the whole emulator ---------------------------------------------------------------------------------------
 
-ALU_LOOP = """
-define amdgpu_kernel void @alu(ptr addrspace(1) %out, i32 %n, float %f) {
-entry:
-  %id = call i32 @llvm.amdgcn.workitem.id.x()
-  br label %loop
-loop:
-  %i = phi i32 [0, %entry], [%i1, %loop]
-  %a = phi i32 [%id, %entry], [%a3, %loop]
-  %x = phi float [%f, %entry], [%x2, %loop]
-  %a1 = mul i32 %a, 1664525
-  %a2 = add i32 %a1, 1013904223
-  %s = lshr i32 %a2, 7
-  %a3 = xor i32 %a2, %s
-  %fa = uitofp i32 %s to float
-  %x1 = fmul float %x, 0x3FF0000020000000
-  %x2 = call float @llvm.fma.f32(float %x1, float %fa, float %x)
-  %i1 = add i32 %i, 1
-  %more = icmp ult i32 %i1, %n
-  br i1 %more, label %loop, label %done
-done:
-  %b = bitcast float %x2 to i32
-  %r = xor i32 %a3, %b
-  %p = getelementptr i32, ptr addrspace(1) %out, i32 %id
-  store i32 %r, ptr addrspace(1) %p
-  ret void
-}
-declare i32 @llvm.amdgcn.workitem.id.x()
-declare float @llvm.fma.f32(float, float, float)
-"""
+ALU_LOOP = K.ALU_LOOP + K.DECLS
 
 
 def _run_kernel(mode: str, ir: str, name: str, n_items: int, args_fn, max_steps: int | None = None):
     """(output bytes, shader-core stats, error text or None, translator stats) of one dispatch in `mode`."""
     from hcqsim.compiler import compile_llvm
     from hcqsim.runtime import open_device
-    import os
     old = os.environ.get("HCQSIM_SHADER")
     os.environ["HCQSIM_SHADER"] = mode
     try:
