@@ -212,7 +212,8 @@ def _accepted(line):
 ALU_LOOP = K.ALU_LOOP + K.DECLS
 
 
-def _run_kernel(mode: str, ir: str, name: str, n_items: int, args_fn, max_steps: int | None = None):
+def _run_kernel(mode: str, ir: str, name: str, n_items: int, args_fn, max_steps: int | None = None,
+                watch_spins: bool = True):
     """(output bytes, shader-core stats, error text or None, translator stats) of one dispatch in `mode`."""
     from hcqsim.compiler import compile_llvm
     from hcqsim.runtime import open_device
@@ -231,6 +232,7 @@ def _run_kernel(mode: str, ir: str, name: str, n_items: int, args_fn, max_steps:
         assert core.mode == mode
         if max_steps is not None:
             core.max_kernel_steps = max_steps
+        core.watch_spins = watch_spins
         prog = dev.load_program(compile_llvm(ir, dev.target), name)
         out = dev.alloc(4 * n_items)
         error = None
@@ -347,3 +349,29 @@ def test_planted_step_count_bug_is_caught(monkeypatch):
         assert a[1] != b[1], "a block counting one step too many went unnoticed"
     finally:
         T.COMPILED.clear()
+
+
+@pytest.mark.parametrize("quantum", [3, 5, 8, 13])
+def test_quanta_end_at_the_same_steps(monkeypatch, quantum):
+    """With a small quantum, every advance() of the dispatch returns the same number of steps in both modes: a
+    block runs only when the budget covers it, so a quantum never ends inside one. (Spin watching, which a
+    dispatch starts after its first quantum and during which nothing is translated, is off here.)"""
+    import hcqsim.gpu
+    from hcqsim.shader.core import ActiveDispatch
+    monkeypatch.setattr(hcqsim.gpu, "DISPATCH_QUANTUM", quantum)
+    real = ActiveDispatch.advance
+    log: list = []
+
+    def advance(self, budget):
+        n = real(self, budget)
+        log.append((budget, n, self.steps))
+        return n
+    monkeypatch.setattr(ActiveDispatch, "advance", advance)
+    runs = []
+    for mode in ("interpret", "translate"):
+        log.clear()
+        out = _run_kernel(mode, ALU_LOOP, "alu", 128, lambda out: [out, 30, 1.5], watch_spins=False)
+        runs.append((list(log), out[0], out[1]))
+        if mode == "translate":
+            assert out[3]["block_runs"] > 0
+    assert runs[0] == runs[1]

@@ -670,13 +670,18 @@ def translate(code: bytes, pc: int, arch: str, lanes: int, vgprs: int, ctx=None,
 
 
 class Translator:
-    """A shader core's blocks by start PC and wave shape, each checked against the code bytes on every entry."""
+    """A shader core's blocks by start PC and wave shape, each checked against the code bytes on every entry. A PC
+    is translated on its `HOT`-th issue (earlier issues interpret it): code that runs once, such as a one-batch
+    kernel's prologue, is never compiled."""
 
     SCAN = MAX_BLOCK * 12  # code bytes read when a block is formed
+    HOT = 2
+    CAPACITY = 32768  # PCs remembered; past that the table starts over (blocks stay in COMPILED)
 
     def __init__(self, arch: str):
         self.arch = arch
         self.blocks: dict = {}  # (pc, lanes, vgprs) -> (bytes that must still be there, Block or None)
+        self.visits: dict = {}  # (pc, lanes, vgprs) -> issues seen before its block was formed
         self.stats = {"block_runs": 0, "block_steps": 0}
 
     def block(self, pc: int, W, memory, ctx=None, base: int = 0) -> Block | None:
@@ -689,6 +694,14 @@ class Translator:
             code, blk = hit
             if pc + len(code) <= m.end and ctypes.string_at(pc + m.shift, len(code)) == code:
                 return blk
+        seen = self.visits.get(key, 0) + 1
+        if seen < self.HOT:
+            self.visits[key] = seen
+            return None
+        self.visits.pop(key, None)
+        if len(self.blocks) >= self.CAPACITY:
+            self.blocks.clear()
+            self.visits.clear()
         code = ctypes.string_at(pc + m.shift, min(self.SCAN, m.end - pc))
         blk = translate(code, pc, self.arch, W.lanes, W.vgprs, ctx, base)
         self.blocks[key] = (blk.code if blk is not None else code[:16], blk)
