@@ -167,6 +167,9 @@ def programs(count: int, length: int, seed: int) -> list[list[str]]:
     r = random.Random(seed)
     candidates = [[random_line(r) for _ in range(length)] for _ in range(count)]
     assemble_all(ARCH, [ln for p in candidates for ln in p])
+    for p in candidates:  # half the programs end in a branch (a block's only possible last instruction)
+        if r.random() < 0.5:
+            p.append(f"{r.choice(sorted(T.BRANCHES))} {r.randrange(-300, 300)}")
     out = []
     for p in candidates:
         keep = []

@@ -551,8 +551,8 @@ class ActiveDispatch:
                         stats["lane_instructions"] += n * sel.size * W.lanes
                         translator.stats["block_runs"] += 1
                         translator.stats["block_steps"] += n
-                        if W.n > 1:  # every wave stepped its PC past the block: the issue _pick would choose
-                            lockstep = (pc + blk.size, sel, w)
+                        if W.n > 1 and not blk.branches:  # every wave stepped its PC past the block: the issue
+                            lockstep = (pc + blk.size, sel, w)  # _pick would choose (after a branch, _pick chooses)
                         self._budget -= n
                         if self._budget <= 0:
                             yield

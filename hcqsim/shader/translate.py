@@ -159,6 +159,12 @@ S1 = {
 SCMP = {"eq": "eq", "lg": "ne", "gt": "{s}gt", "ge": "{s}ge", "lt": "{s}lt", "le": "{s}le"}
 
 
+# branches that may end a block: mnemonic -> None (always taken) or (what is tested, "0"/"1" or "z"/"nz")
+BRANCHES = {"s_branch": None, "s_cbranch_scc0": ("scc", "0"), "s_cbranch_scc1": ("scc", "1"),
+            "s_cbranch_vccz": ("vcc", "z"), "s_cbranch_vccnz": ("vcc", "nz"), "s_cbranch_execz": ("exec", "z"),
+            "s_cbranch_execnz": ("exec", "nz")}
+
+
 class Refused(Exception):
     """The translator does not cover this instruction (the block ends before it)."""
 
@@ -242,18 +248,20 @@ class _Emit:
 class Block:
     """A translated block: `steps` instructions, `size` bytes of code starting at `pc`, `code` their bytes."""
 
-    def __init__(self, pc: int, code: bytes, steps: int, texts: list[str], fn, writes_exec: bool, ir: str):
+    def __init__(self, pc: int, code: bytes, steps: int, texts: list[str], fn, writes_exec: bool, ir: str,
+                 branches: bool = False):
         self.pc, self.code, self.steps, self.size = pc, code, steps, len(code)
         self.texts, self.fn, self.writes_exec, self.ir = texts, fn, writes_exec, ir
+        self.branches = branches  # ends with a branch: the waves' PCs may differ after it
 
     def run(self, W) -> None:
         v = W.v
-        if v.strides != (W.lanes * 4, W.n * W.lanes * 4, 4) or not W.s.flags.c_contiguous:
+        if v.strides != (W.lanes * 4, W.n * W.lanes * 4, 4) or not W.s.flags.c_contiguous \
+                or not W.pc.flags.c_contiguous:
             raise AssertionError("translated block: the Waves layout is not the one the block was compiled for")
-        self.fn(v.ctypes.data, W.s.ctypes.data, W.scc.ctypes.data, W.n)
+        self.fn(v.ctypes.data, W.s.ctypes.data, W.scc.ctypes.data, W.pc.ctypes.data, W.n)  # PCs stepped there too
         if self.writes_exec:
             W.exec_written()
-        W.pc += self.size
 
 
 class _Builder:
@@ -264,6 +272,9 @@ class _Builder:
         self.e = _Emit()
         self.writes_exec = False
         self.null = fm.NULL
+        self.offset = 0  # bytes of the block before the instruction being added
+        self.pc_delta: str | None = None  # a branch's per-wave PC step (IR value); None: the block's size
+        self.ends = False  # a branch ended the block
 
     # -- operands ------------------------------------------------------------------------------------
     def _vsource(self, instr, code: int, typ: str):
@@ -357,6 +368,8 @@ class _Builder:
         if fam == "SOPP":
             if name in _NOP_SOPP:
                 return
+            if name in BRANCHES:  # ends the block: each wave's PC steps to the target or past the branch
+                return self._branch(instr)
             raise Refused("program flow")
         if fam in ("SOP1", "SOP2", "SOPC", "SOPK"):
             return self._salu(instr)
@@ -366,6 +379,26 @@ class _Builder:
                 raise Refused("modifiers")
             return self._valu(instr)
         raise Refused(fam)
+
+    def _branch(self, instr) -> None:
+        """salu.compile_sopp's branches: target = PC + 4 + 4 * simm16 where the wave's condition holds."""
+        e = self.e
+        taken = self.offset + 4 + 4 * sext(instr.fields["simm16"], 16)
+        past = self.offset + instr.size
+        cond = BRANCHES[instr.mnemonic]
+        if cond is None:
+            self.pc_delta = str(taken)
+        else:
+            if cond[0] == "scc":
+                c = e.scc()
+                if cond[1] == "0":
+                    c = e.op(f"xor i1 {c}, true")
+            else:
+                reg = fm.VCC_LO if cond[0] == "vcc" else fm.EXEC_LO
+                m = e.zext64(e.sload(reg)) if self.lanes == 32 else e.sload64(reg)
+                c = e.op(f"icmp {'eq' if cond[1] == 'z' else 'ne'} i64 {m}, 0")
+            self.pc_delta = e.sel(c, str(taken), str(past), "i64")
+        self.ends = True
 
     def _salu(self, instr) -> None:
         e, f, name, fam = self.e, instr.fields, instr.mnemonic, instr.family
@@ -564,11 +597,12 @@ class _Builder:
             pick = e.sel(e.op(f"fcmp uno float {xf}, 0.0"), quiet, pick)
         return e.sel(e.op(f"fcmp uno float {r}, 0.0"), pick, bits)
 
-    def ir(self, name: str) -> str:
+    def ir(self, name: str, size: int) -> str:
         body = "\n".join(self.e.lines)
+        delta = self.pc_delta if self.pc_delta is not None else str(size)
         return f"""declare float @llvm.fma.f32(float, float, float)
 
-define void @{name}(i32* noalias %v, i32* noalias %s, i8* noalias %scc, i64 %n) {{
+define void @{name}(i32* noalias %v, i32* noalias %s, i8* noalias %scc, i64* noalias %pc, i64 %n) {{
 entry:
   %empty = icmp eq i64 %n, 0
   %rs = mul i64 %n, {self.lanes}
@@ -580,6 +614,10 @@ wave:
   %sccp = getelementptr i8, i8* %scc, i64 %w
   %vb = mul i64 %w, {self.lanes}
 {body}
+  %pcp = getelementptr i64, i64* %pc, i64 %w
+  %pcw = load i64, i64* %pcp
+  %pcn = add i64 %pcw, {delta}
+  store i64 %pcn, i64* %pcp
   br label %wend
 wend:
   %wnext = add i64 %w, 1
@@ -596,7 +634,8 @@ exit:
 _lock = threading.Lock()
 _engine = None
 _machine = None
-_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.c_int64)
 COMPILED: dict = {}  # (version, arch, lanes, vgprs, code bytes) -> (ctypes function, IR text)
 STATS = {"blocks": 0, "compile_s": 0.0, "instructions": 0}
 
@@ -646,12 +685,15 @@ def translate(code: bytes, pc: int, arch: str, lanes: int, vgprs: int, ctx=None,
             if ctx is not None:
                 instr.pc = pc + offset - base
                 compile_instr(instr, ctx)
+            b.offset = offset
             b.add(instr)
         except Exception:  # Refused, or the interpreter's own refusal: the block ends before this instruction
             b.e.lines, b.e.n, b.e.cur, b.writes_exec = saved
             break
         texts.append(instr.mnemonic)
         offset += instr.size
+        if b.ends:
+            break
     if not texts:
         return None
     body = code[:offset]
@@ -659,14 +701,14 @@ def translate(code: bytes, pc: int, arch: str, lanes: int, vgprs: int, ctx=None,
     found = COMPILED.get(key)
     if found is None:
         name = "blk_" + hashlib.sha256(repr(key).encode()).hexdigest()[:24]
-        ir = b.ir(name)
+        ir = b.ir(name, offset)
         t = time.perf_counter()
         fn = _jit(ir, name)
         STATS["compile_s"] += time.perf_counter() - t
         STATS["blocks"] += 1
         STATS["instructions"] += len(texts)
         found = COMPILED[key] = (fn, ir)
-    return Block(pc, body, len(texts), texts, found[0], b.writes_exec, found[1])
+    return Block(pc, body, len(texts), texts, found[0], b.writes_exec, found[1], b.ends)
 
 
 class Translator:
