@@ -84,6 +84,8 @@ def random_line(r) -> str:
             f"{r.choice(['v_mul_lo_u32', 'v_add_nc_u32_e64', 'v_min_i32_e64'])} {_v(r)}, {_src(r)}, {_src(r)}"
     if k == 7:
         return r.choice([f"v_mov_b32 {_v(r)}, {_src(r)}", f"v_not_b32 {_v(r)}, {_src(r)}",
+                         f"{r.choice(['v_cvt_f32_u32', 'v_cvt_f32_i32', 'v_cvt_u32_f32', 'v_cvt_i32_f32'])} "
+                         f"{_v(r)}, {_src(r)}",
                          f"v_cndmask_b32 {_v(r)}, {_src(r)}, {_v(r)}, vcc_lo",
                          f"v_cndmask_b32_e64 {_v(r)}, {_v(r)}, {_src(r)}, {_s(r)}",
                          f"v_fmaak_f32 {_v(r)}, {_v(r)}, {_v(r)}, 0x3fc00000",

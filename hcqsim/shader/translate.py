@@ -84,6 +84,11 @@ V_INT = {  # name -> IR builder over i32 operands (e: the emitter)
     "v_xad_u32": lambda e, a, b, c: _b(e, "add", _b(e, "xor", a, b), c),
     "v_mul_u32_u24": lambda e, a, b: _b(e, "mul", _b(e, "and", a, 0xFFFFFF), _b(e, "and", b, 0xFFFFFF)),
     "v_cndmask_b32": None,  # special: the lane's mask bit picks src1
+    # conversions (alu: numpy's astype rounds to nearest even; _cvt_f32_to_int truncates, saturates, NaN -> 0)
+    "v_cvt_f32_u32": lambda e, a: e.op(f"bitcast float {e.op(f'uitofp i32 {a} to float')} to i32"),
+    "v_cvt_f32_i32": lambda e, a: e.op(f"bitcast float {e.op(f'sitofp i32 {a} to float')} to i32"),
+    "v_cvt_u32_f32": lambda e, a: e.op(f"call i32 @llvm.fptoui.sat.i32.f32(float {e.op(f'bitcast i32 {a} to float')})"),
+    "v_cvt_i32_f32": lambda e, a: e.op(f"call i32 @llvm.fptosi.sat.i32.f32(float {e.op(f'bitcast i32 {a} to float')})"),
 }
 V_FLOAT = {  # name -> IR builder over float operands; the NaN rule is applied after it
     "v_add_f32": lambda e, a, b: _b(e, "fadd", a, b, "float"),
@@ -601,6 +606,8 @@ class _Builder:
         body = "\n".join(self.e.lines)
         delta = self.pc_delta if self.pc_delta is not None else str(size)
         return f"""declare float @llvm.fma.f32(float, float, float)
+declare i32 @llvm.fptoui.sat.i32.f32(float)
+declare i32 @llvm.fptosi.sat.i32.f32(float)
 
 define void @{name}(i32* noalias %v, i32* noalias %s, i8* noalias %scc, i64* noalias %pc, i64 %n) {{
 entry:
