@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import kernel_corpus as K  # noqa: E402
 
 ARCH, LANES, VGPRS = "gfx1100", 32, 16
+ARCHES = {"gfx1100": 32, "gfx942": 64}
 pytestmark = pytest.mark.skipif(no_assembler_reason(ARCH) is not None, reason=str(no_assembler_reason(ARCH)))
 
 _V2 = ["v_add_nc_u32", "v_sub_nc_u32", "v_subrev_nc_u32", "v_and_b32", "v_or_b32", "v_xor_b32", "v_lshlrev_b32",
@@ -116,48 +117,102 @@ def random_line(r) -> str:
     return f"s_cmp_{op}_{r.choice(['u32', 'i32'])} {_ssrc(r)}, {_ssrc(r)}"
 
 
-def random_state(r, n: int = 5) -> Waves:
-    W = Waves(n, LANES, VGPRS, 1, 64)
+_V2_GFX9 = ["v_add_u32", "v_sub_u32", "v_subrev_u32"] + _V2[3:]
+_S2_GFX9 = [{"s_and_not1_b32": "s_andn2_b32", "s_or_not1_b32": "s_orn2_b32"}.get(x, x) for x in _S2]
+
+
+def _pair64(r):
+    return r.choice([_pair(r), "vcc", "exec"]) if r.random() < 0.3 else _pair(r)
+
+
+def random_line_gfx942(r) -> str:
+    """random_line's shapes in GFX9 syntax (wave64: lane masks are SGPR pairs, vcc, exec)."""
+    k = r.randrange(16)
+    if k < 4:
+        return f"{r.choice(_V2_GFX9)} {_v(r)}, {_src(r)}, {_v(r)}"
+    if k < 6:
+        return f"{r.choice(_VF2)} {_v(r)}, {_src(r)}, {_v(r)}"
+    if k == 6:
+        return f"{r.choice(_V3)} {_v(r)}, {_src(r)}, {_src(r)}, {_v(r)}" if r.random() < 0.5 else \
+            f"{r.choice(['v_mul_lo_u32', 'v_add_u32_e64', 'v_min_i32_e64'])} {_v(r)}, {_src(r)}, {_src(r)}"
+    if k == 7:
+        return r.choice([f"v_mov_b32 {_v(r)}, {_src(r)}", f"v_not_b32 {_v(r)}, {_src(r)}",
+                         f"{r.choice(['v_cvt_f32_u32', 'v_cvt_f32_i32', 'v_cvt_u32_f32', 'v_cvt_i32_f32'])} "
+                         f"{_v(r)}, {_src(r)}",
+                         f"v_cndmask_b32 {_v(r)}, {_src(r)}, {_v(r)}, vcc",
+                         f"v_cndmask_b32_e64 {_v(r)}, {_v(r)}, {_src(r)}, {_pair64(r)}",
+                         f"v_fmaak_f32 {_v(r)}, {_v(r)}, {_v(r)}, 0x3fc00000",
+                         f"v_fmamk_f32 {_v(r)}, {_v(r)}, 0x7fc00002, {_v(r)}"])
+    if k == 8:
+        return r.choice([f"v_addc_co_u32 {_v(r)}, vcc, {_src(r)}, {_v(r)}, vcc",
+                         f"v_subb_co_u32 {_v(r)}, vcc, {_src(r)}, {_v(r)}, vcc",
+                         f"v_subbrev_co_u32 {_v(r)}, vcc, {_src(r)}, {_v(r)}, vcc",
+                         f"v_add_co_u32 {_v(r)}, vcc, {_src(r)}, {_v(r)}",
+                         f"v_sub_co_u32_e64 {_v(r)}, {_pair(r)}, {_src(r)}, {_src(r)}",
+                         f"v_add_co_u32_e64 {_v(r)}, {_pair(r)}, {_src(r)}, {_src(r)}",
+                         f"v_addc_co_u32_e64 {_v(r)}, {_pair(r)}, {_v(r)}, {_src(r)}, {_pair64(r)}"])
+    if k == 9:
+        op = r.choice(["eq", "ne", "lt", "le", "gt", "ge"])
+        t = r.choice(["u32", "i32"])
+        return f"v_cmp_{op}_{t} vcc, {_src(r)}, {_v(r)}" if r.random() < 0.5 else \
+            f"v_cmp_{op}_{t}_e64 {_pair(r)}, {_src(r)}, {_src(r)}"
+    if k < 12:
+        return f"{r.choice(_S2_GFX9)} {_s(r)}, {_ssrc(r)}, {_ssrc(r)}"
+    if k == 12:
+        return f"{r.choice(_S2W)} {_pair64(r)}, {_pair64(r)}, {_pair64(r)}"
+    if k == 13:
+        return r.choice([f"s_mov_b32 {_s(r)}, {_ssrc(r)}", f"s_not_b32 {_s(r)}, {_ssrc(r)}",
+                         f"s_mov_b64 {_pair64(r)}, {_pair(r)}", f"s_movk_i32 {_s(r)}, {r.randrange(-40000, 40000)}",
+                         f"s_lshl_b64 {_pair(r)}, {_pair(r)}, {_ssrc(r)}", "s_nop 0",
+                         f"s_and_b64 exec, exec, {_pair(r)}", f"s_mov_b32 exec_lo, {_s(r)}",
+                         f"s_mov_b32 vcc_hi, {_s(r)}"])
+    op = r.choice(["eq", "lg", "gt", "ge", "lt", "le"])
+    return f"s_cmp_{op}_{r.choice(['u32', 'i32'])} {_ssrc(r)}, {_ssrc(r)}"
+
+
+def random_state(r, n: int = 5, lanes: int = LANES) -> Waves:
+    W = Waves(n, lanes, VGPRS, 1, 64)
     for reg in range(VGPRS):
         kind = r.choice(["f32", "u32", "f32"])
-        W.v[:, reg, :] = np.array(values(kind, n * LANES, r), np.uint32).reshape(n, LANES)
+        W.v[:, reg, :] = np.array(values(kind, n * lanes, r), np.uint32).reshape(n, lanes)
     W.s[:, :106] = np.array(values("u32", n * 106, r), np.uint32).reshape(n, 106)
-    W.s[:, VCC] = [r.getrandbits(32) for _ in range(n)]
+    for reg in (VCC, VCC + 1, 124, 125):
+        W.s[:, reg] = [r.getrandbits(32) for _ in range(n)]
     W.s[:, EXEC] = [0xFFFFFFFF, 0] + [r.getrandbits(32) for _ in range(n - 2)]
-    W.s[:, 125] = [r.getrandbits(32) for _ in range(n)]
+    W.s[:, EXEC + 1] = [0xFFFFFFFF, 0] + [r.getrandbits(32) for _ in range(n - 2)] if lanes == 64 else 0
     W.scc[:] = [r.getrandbits(1) for _ in range(n)]
     W.exec_written()
     return W
 
 
-def _context() -> Context:
-    return Context(LANES, VGPRS, None, "translate test", ARCH)
+def _context(arch: str = ARCH) -> Context:
+    return Context(ARCHES[arch], VGPRS, None, "translate test", arch)
 
 
-def interpret(lines: list[str], W: Waves) -> None:
-    ctx = _context()
+def interpret(lines: list[str], W: Waves, arch: str = ARCH) -> None:
+    ctx = _context(arch)
     with np.errstate(all="ignore"):  # as the core runs instructions: IEEE exceptions are flags, not warnings
         for line in lines:
-            code = encoding(ARCH, line)
-            run = compile_instr(decode(code, 0, ARCH), ctx)
+            code = encoding(arch, line)
+            run = compile_instr(decode(code, 0, arch), ctx)
             run(W, slice(None))
 
 
-def translated(lines: list[str]) -> T.Block:
-    code = b"".join(encoding(ARCH, line) for line in lines)
-    block = T.translate(code, 0, ARCH, LANES, VGPRS, _context())
+def translated(lines: list[str], arch: str = ARCH) -> T.Block:
+    code = b"".join(encoding(arch, line) for line in lines)
+    block = T.translate(code, 0, arch, ARCHES[arch], VGPRS, _context(arch))
     assert block is not None and block.steps == len(lines), \
         f"the translator covered {0 if block is None else block.steps} of {len(lines)}: {lines}"
     return block
 
 
-def compare(lines: list[str], seed: int) -> None:
+def compare(lines: list[str], seed: int, arch: str = ARCH) -> None:
     """Interpreter and translator from the same state: every register identical (AssertionError naming the first
     difference otherwise)."""
-    A = random_state(random.Random(seed))
-    B = random_state(random.Random(seed))
-    interpret(lines, A)
-    translated(lines).run(B)
+    A = random_state(random.Random(seed), lanes=ARCHES[arch])
+    B = random_state(random.Random(seed), lanes=ARCHES[arch])
+    interpret(lines, A, arch)
+    translated(lines, arch).run(B)
     for what, x, y in (("VGPRs", A.v, B.v), ("SGPRs", A.s, B.s), ("SCC", A.scc, B.scc), ("PC", A.pc, B.pc)):
         if not np.array_equal(x, y):
             where = tuple(int(i[0]) for i in np.nonzero(x != y))
@@ -165,19 +220,20 @@ def compare(lines: list[str], seed: int) -> None:
                                  f"after {lines}")
 
 
-def programs(count: int, length: int, seed: int) -> list[list[str]]:
+def programs(count: int, length: int, seed: int, arch: str = ARCH) -> list[list[str]]:
     r = random.Random(seed)
-    candidates = [[random_line(r) for _ in range(length)] for _ in range(count)]
-    assemble_all(ARCH, [ln for p in candidates for ln in p])
+    line = random_line if arch == "gfx1100" else random_line_gfx942
+    candidates = [[line(r) for _ in range(length)] for _ in range(count)]
     for p in candidates:  # half the programs end in a branch (a block's only possible last instruction)
         if r.random() < 0.5:
             p.append(f"{r.choice(sorted(T.BRANCHES))} {r.randrange(-300, 300)}")
+    assemble_all(arch, [ln for p in candidates for ln in p])
     out = []
     for p in candidates:
         keep = []
         for ln in p:
             try:
-                encoding(ARCH, ln)
+                encoding(arch, ln)
                 keep.append(ln)
             except Rejected:
                 pass
@@ -189,6 +245,34 @@ def programs(count: int, length: int, seed: int) -> list[list[str]]:
 def test_random_blocks_match_the_interpreter(seed):
     for i, lines in enumerate(programs(25, 12, seed)):
         compare(lines, seed * 1000 + i)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_gfx942_blocks_match_the_interpreter(seed):
+    if no_assembler_reason("gfx942") is not None:
+        pytest.skip(no_assembler_reason("gfx942"))
+    for i, lines in enumerate(programs(25, 12, 100 + seed, "gfx942")):
+        compare(lines, seed * 1000 + i, "gfx942")
+
+
+def test_every_gfx942_template_is_covered_and_assembles():
+    if no_assembler_reason("gfx942") is not None:
+        pytest.skip(no_assembler_reason("gfx942"))
+    r = random.Random(8)
+    lines = [random_line_gfx942(r) for _ in range(600)]
+    assemble_all("gfx942", lines)
+    ok = []
+    for ln in lines:
+        try:
+            encoding("gfx942", ln)
+            ok.append(ln)
+        except Rejected:
+            pass
+    assert len(ok) > 450, len(ok)
+    names = {ln.split()[0] for ln in ok}
+    assert len(names) > 55, sorted(names)
+    for ln in ok:
+        translated([ln], "gfx942")
 
 
 def test_every_template_is_covered_and_assembles():
@@ -218,14 +302,14 @@ ALU_LOOP = K.ALU_LOOP + K.DECLS
 
 
 def _run_kernel(mode: str, ir: str, name: str, n_items: int, args_fn, max_steps: int | None = None,
-                watch_spins: bool = True):
+                watch_spins: bool = True, target: str = "gfx1100"):
     """(output bytes, shader-core stats, error text or None, translator stats) of one dispatch in `mode`."""
     from hcqsim.compiler import compile_llvm
     from hcqsim.runtime import open_device
     old = os.environ.get("HCQSIM_SHADER")
     os.environ["HCQSIM_SHADER"] = mode
     try:
-        dev = open_device("sim")
+        dev = open_device("sim", target=target)
     finally:
         if old is None:
             del os.environ["HCQSIM_SHADER"]
@@ -254,25 +338,27 @@ def _run_kernel(mode: str, ir: str, name: str, n_items: int, args_fn, max_steps:
         dev.close()
 
 
-def _both(ir, name, n_items, args_fn, max_steps=None):
-    a = _run_kernel("interpret", ir, name, n_items, args_fn, max_steps)
-    b = _run_kernel("translate", ir, name, n_items, args_fn, max_steps)
+def _both(ir, name, n_items, args_fn, max_steps=None, target="gfx1100"):
+    a = _run_kernel("interpret", ir, name, n_items, args_fn, max_steps, target=target)
+    b = _run_kernel("translate", ir, name, n_items, args_fn, max_steps, target=target)
     return a, b
 
 
-def test_kernel_memory_and_stats_match():
-    a, b = _both(ALU_LOOP, "alu", 256, lambda out: [out, 37, 1.5])
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_kernel_memory_and_stats_match(target):
+    a, b = _both(ALU_LOOP, "alu", 256, lambda out: [out, 37, 1.5], target=target)
     assert a[2] is None and b[2] is None, (a[2], b[2])
     assert a[0] == b[0]
     assert a[1] == b[1]
     assert b[3]["block_steps"] > 0.5 * b[1]["issue_steps"], b[3]  # most issue steps ran translated
 
 
-def test_runaway_reports_match_at_every_bound():
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_runaway_reports_match_at_every_bound(target):
     """max_kernel_steps around the loop's block boundaries: the same RunawayStop text (PC, instruction) and stats."""
     base = None
     for steps in range(40, 75):
-        a, b = _both(ALU_LOOP, "alu", 64, lambda out: [out, 1000, 1.5], max_steps=steps)
+        a, b = _both(ALU_LOOP, "alu", 64, lambda out: [out, 1000, 1.5], max_steps=steps, target=target)
         assert a[2] is not None and f"more than {steps} issue steps" in a[2], a[2]
         assert a[2] == b[2], (steps, a[2], b[2])
         assert a[1] == b[1], steps

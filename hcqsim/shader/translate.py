@@ -1,5 +1,6 @@
-"""The translating execution path (issue 28, first slice): runs of straight, register-only gfx1100 instructions
-turned into native code by LLVM (llvmlite's MCJIT) and run for every wave of a batch in one call.
+"""The translating execution path (issue 28, first slice): runs of straight, register-only instructions (gfx1100
+and gfx942), optionally ending in a branch, turned into native code by LLVM (llvmlite's MCJIT) and run for every
+wave of a batch in one call.
 
 Off by default: `HCQSIM_SHADER=translate` in the environment or `EmulatedGPU(shader="translate")` turns it on.
 The interpreter (compile.py's closures) stays the reference and the fallback: a block is only ever formed from
@@ -7,11 +8,12 @@ instructions this module covers exactly, and everything else runs on the interpr
 design: how a block is formed, how its steps keep budgets, stats and the runaway bound, what falls back, how
 compiled code is cached, and which parts of an instruction's meaning are shared with the interpreter.
 
-A block is a function `void f(i32* v, i32* s, i8* scc, i64 n)` over the `Waves` buffers: `v` the VGPR file
+A block is a function `void f(i32* v, i32* s, i8* scc, i64* pc, i64 n)` over the `Waves` buffers: `v` the VGPR file
 ([vgprs, waves, lanes] in memory), `s` the scalar operand space ([waves, 128]), `scc` one byte per wave. For each
-wave in order it runs the block's instructions in program order; a vector instruction loops over the lanes and
-writes only the lanes whose EXEC bit is on. Waves of a straight, register-only run are independent, so running
-them wave-major gives the same registers as the interpreter's instruction-major order.
+wave in order it runs the block's instructions in program order, then steps the wave's PC (`pc`, one i64 per
+wave); a vector instruction loops over the lanes and writes only the lanes whose EXEC bit is on. Waves of a
+straight, register-only run are independent, so running them wave-major gives the same registers as the
+interpreter's instruction-major order.
 """
 from __future__ import annotations
 
@@ -272,11 +274,13 @@ class Block:
 class _Builder:
     """One block's IR: instructions appended one by one (`add` raises Refused for what is not covered)."""
 
-    def __init__(self, lanes: int, vgprs: int, arch: str):
+    def __init__(self, lanes: int, vgprs: int, arch: str, ctx=None):
         self.lanes, self.vgprs, self.arch = lanes, vgprs, arch
         self.e = _Emit()
         self.writes_exec = False
-        self.null = fm.NULL
+        # NULL and M0 operand codes: gfx11 124 / 125; GFX9 has no NULL and M0 is 124 (operands.Context)
+        self.null = ctx.null if ctx is not None else fm.NULL
+        self.m0 = ctx.m0 if ctx is not None else fm.M0
         self.offset = 0  # bytes of the block before the instruction being added
         self.pc_delta: str | None = None  # a branch's per-wave PC step (IR value); None: the block's size
         self.ends = False  # a branch ended the block
@@ -352,7 +356,7 @@ class _Builder:
     def _sdest(self, reg: int, dwords: int):
         if reg == self.null:
             return None
-        ok = reg < 106 or reg in (fm.VCC_LO, fm.VCC_HI, fm.M0, fm.EXEC_LO, fm.EXEC_HI)
+        ok = reg < 106 or reg in (fm.VCC_LO, fm.VCC_HI, self.m0, fm.EXEC_LO, fm.EXEC_HI)
         if not ok or reg + dwords > 128 or (dwords == 2 and reg + 1 > 105 and reg not in (fm.VCC_LO, fm.EXEC_LO)):
             raise Refused("scalar destination")
         if reg in EXEC_REGS or (dwords == 2 and reg + 1 in EXEC_REGS):
@@ -675,10 +679,10 @@ def translate(code: bytes, pc: int, arch: str, lanes: int, vgprs: int, ctx=None,
     """The block of covered instructions at the start of `code` (the bytes at `pc` onward), or None when the first
     instruction is not covered. With `ctx`, every instruction must also compile for the interpreter
     (compile.compile_instr): a block never runs an instruction the interpreter would refuse."""
-    if arch != "gfx1100":
+    if arch not in ("gfx1100", "gfx942") or (arch == "gfx942" and ctx is None):
         return None
-    from .compile import compile_instr
-    b = _Builder(lanes, vgprs, arch)
+    from .compile import compile_instr, gfx9_as_gfx11
+    b = _Builder(lanes, vgprs, arch, ctx)
     offset, texts = 0, []
     while len(texts) < MAX_BLOCK and offset + 4 <= len(code):
         try:
@@ -692,6 +696,10 @@ def translate(code: bytes, pc: int, arch: str, lanes: int, vgprs: int, ctx=None,
             if ctx is not None:
                 instr.pc = pc + offset - base
                 compile_instr(instr, ctx)
+            if arch == "gfx942":  # the gfx11 vocabulary the interpreter also translates GFX9 code into
+                if "sdwa" in instr.fields or "dpp" in instr.fields:
+                    raise Refused("SDWA / DPP")
+                instr = gfx9_as_gfx11(instr, ctx)
             b.offset = offset
             b.add(instr)
         except Exception:  # Refused, or the interpreter's own refusal: the block ends before this instruction
