@@ -466,3 +466,27 @@ def test_quanta_end_at_the_same_steps(monkeypatch, quantum):
         if mode == "translate":
             assert out[3]["block_runs"] > 0
     assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_a_long_kernel_keeps_translating_under_the_spin_watch(monkeypatch, target):
+    """Past its first quantum a dispatch is watched for spins; blocks still run in the watch's quiet phase
+    (SpinWatch.skip), and every advance(), the stats and memory stay those of the interpreter."""
+    from hcqsim.shader.core import ActiveDispatch
+    real = ActiveDispatch.advance
+    log: list = []
+
+    def advance(self, budget):
+        n = real(self, budget)
+        log.append((budget, n, self.steps, self.watching, self.spin.quiet, self.spin.wait))
+        return n
+    monkeypatch.setattr(ActiveDispatch, "advance", advance)
+    runs = []
+    for mode in ("interpret", "translate"):
+        log.clear()
+        out = _run_kernel(mode, ALU_LOOP, "alu", 64, lambda out: [out, 3000, 1.5], target=target)
+        runs.append((list(log), out[0], out[1], out[2]))
+        tstats = out[3]
+    assert runs[0] == runs[1]
+    assert any(entry[3] for entry in runs[0][0]), "the dispatch was never watched"
+    assert tstats["block_steps"] > 0.6 * runs[1][2]["issue_steps"], tstats

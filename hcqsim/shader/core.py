@@ -536,13 +536,15 @@ class ActiveDispatch:
                         if w:
                             continue
                         break
-                if translator is not None and w.__class__ is slice and together and not self.watching \
-                        and not self._fair and not W.flushing:
-                    # translate mode: every wave issues here, no policy, no spin watch, no memory model, no flushing
-                    # float mode; a block runs only when the budget and the runaway bound cover all its steps
+                if translator is not None and w.__class__ is slice and together and not self._fair \
+                        and not W.flushing:
+                    # translate mode: every wave issues here, no policy, no memory model, no flushing float mode; a
+                    # block runs only when the budget and the runaway bound cover all its steps and, while a spin
+                    # watch runs, when its steps before the last fall in the watch's quiet phase (SpinWatch.skip)
                     blk = translator.block(pc, W, memory, ctx, d.pgm_addr)
                     if blk is not None and blk.steps <= self._budget and \
-                            self.steps + blk.steps <= core.max_kernel_steps:
+                            self.steps + blk.steps <= core.max_kernel_steps and \
+                            (not self.watching or self.spin.skip(blk.steps)):
                         blk.run(W)
                         n = blk.steps
                         self.steps += n
@@ -551,9 +553,19 @@ class ActiveDispatch:
                         stats["lane_instructions"] += n * sel.size * W.lanes
                         translator.stats["block_runs"] += 1
                         translator.stats["block_steps"] += n
-                        if W.n > 1 and not blk.branches:  # every wave stepped its PC past the block: the issue
-                            lockstep = (pc + blk.size, sel, w)  # _pick would choose (after a branch, _pick chooses)
-                        self._budget -= n
+                        if self.watching:  # the block's last step as the interpreter ends each step
+                            self._budget -= n - 1
+                            self._last_issue[sel] = self.steps
+                            if (self.spin.step(W) or self.spin.looped) and not self._starved(W) \
+                                    and self.spin.verdict:
+                                self._spin_epoch = (MEMORY[0], RUNS[0])
+                                yield
+                                continue
+                            self._budget -= 1
+                        else:
+                            if W.n > 1 and not blk.branches:  # every wave stepped its PC past the block: the
+                                lockstep = (pc + blk.size, sel, w)  # issue _pick would choose (after a branch, _pick)
+                            self._budget -= n
                         if self._budget <= 0:
                             yield
                         continue
