@@ -23,7 +23,7 @@ from .coherence import MemoryReport, ReportLog, check_model, default_model, make
 from .coherence.space import CachedSpace
 from .coherence.hdp import HostDataPath
 from .engines.aql import AQLQueue
-from .engines.command_processor import PM4Queue
+from .engines.command_processor import TRACKED as _TRACKED, PM4Queue
 from .engines.queue import EngineQueue, Stream
 from .engines.sdma_engine import SDMAEngine, SDMAQueue
 from .errors import BlockedQueue, DeadlockError, EngineError, Fault, QueueError, VMFaultError, gpu_label
@@ -52,7 +52,6 @@ PROGRESS_WORK = 1 << 16
 # packet overtake a kernel that computes that long without storing anything.
 OVERTAKE_STEPS = 16 * DISPATCH_QUANTUM
 _HEX = re.compile(r"0x([0-9a-fA-F]+)")  # addresses in messages are canonicalised in traces
-_TRACKED = {"SET_SH_REG", "DISPATCH_DIRECT"}  # packets whose register values a displaced window's trace rewrites
 USER_DATA_0, PGM_LO, PGM_HI = REGS["COMPUTE_USER_DATA_0"], REGS["COMPUTE_PGM_LO"], REGS["COMPUTE_PGM_HI"]
 KD_SEARCH = 1 << 20  # how far from a PM4 launch's code entry its kernel descriptor is looked for (traces only)
 

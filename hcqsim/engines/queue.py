@@ -20,6 +20,7 @@ from typing import Callable
 from ..compare import COMPARE, EQUAL as COMPARE_EQUAL, NAMES as COMPARE_NAMES
 from ..errors import BlockedQueue, DecodeError, EngineError, QueueError, RunawayStop
 from ..memory import AddressSpace
+from .host import EngineHost
 
 
 MIN_RING_SIZE = 1024  # facts 5.5: power of two, >= 1 KiB, base 256-byte aligned
@@ -254,7 +255,7 @@ class EngineQueue:
     ptr_unit = 4  # bytes per write-pointer unit (PM4: dwords, SDMA: bytes)
     max_ib_depth = 1
 
-    def __init__(self, gpu, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
+    def __init__(self, gpu: EngineHost, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
         if ring_size < MIN_RING_SIZE or ring_size & (ring_size - 1):
             raise QueueError(f"ring size {ring_size} must be a power of two >= {MIN_RING_SIZE} bytes")
         if ring_va % RING_ALIGN:
