@@ -178,13 +178,13 @@ class CacheModel:
         if a is None:
             return order.host, HOST, order.host[HOST]
         if a.kind == "dispatch":
-            e = a.__dict__.get("_hb")
+            e = a.hb_epoch
             if e is not None:
                 return e
             a = a.queue
         q = a if a.kind == "queue" else a.queue
         vc = order.clock(q)
-        qid = q._hb_ids[0]
+        qid = q.hb_ids[0]
         return vc, qid, vc[qid]
 
     def hb_snapshot(self) -> dict:
@@ -1002,10 +1002,10 @@ class CacheModel:
     def launched(self, queue, dispatch) -> None:
         """A dispatch starts: it may overlap every dispatch of its queue launched since the last partial flush."""
         if self.hb and dispatch is not None:
-            dispatch._hb = self.order.launched(queue, dispatch.seq)
+            dispatch.hb_epoch = self.order.launched(queue, dispatch.seq)
         if not self.reporting or dispatch is None:
             return
-        peers = list(getattr(queue, "unfenced", ()))
+        peers = list(queue.unfenced)
         self.footprints[dispatch] = (set(), set(), peers)
         for p in peers:
             fp = self.footprints.get(p)
@@ -1017,7 +1017,7 @@ class CacheModel:
         """CS_PARTIAL_FLUSH (or an AQL barrier): later work of the queue is ordered after its earlier dispatches."""
         if self.hb:
             self.order.drained(queue, queue.launched)
-        for d in getattr(queue, "unfenced", ()):
+        for d in queue.unfenced:
             self.footprints.pop(d, None)
         queue.unfenced = []
 
@@ -1032,7 +1032,7 @@ class CacheModel:
         flush since): a write may land before the kernel's own accesses, a read before its writes."""
         if not self.reporting:
             return
-        for d in getattr(queue, "unfenced", ()):
+        for d in queue.unfenced:
             fp = self.footprints.get(d)
             lines = set(range(address >> LINE_SHIFT, ((address + max(size, 1) - 1) >> LINE_SHIFT) + 1))
             overlap = fp is not None and (lines & fp[1] or (write and lines & fp[0]))

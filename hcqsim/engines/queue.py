@@ -284,6 +284,12 @@ class EngineQueue:
         self.transfer: Transfer | None = None  # a COPY/fill packet part-way through its chunks
         self.dma = CpDma(self)  # DMA_DATA without CP_SYNC: moving beside the packets (PM4 queues only)
         self.chunks = 0  # chunks of transfers moved (units of work beside packets; not packets)
+        # memory model, report mode (hcqsim.coherence): the queue's happens-before agents (command processor,
+        # dispatch lane) and its command processor's live vector clock, made by `coherence.order.Order.ids` on
+        # first use; and its dispatches launched since the last partial flush (`CacheModel.launched` / `drained`)
+        self.hb_ids: tuple[int, int] | None = None
+        self.hb_clock: dict[int, int] | None = None
+        self.unfenced: list = []
 
     # -- pointers ----------------------------------------------------------------------------------
 

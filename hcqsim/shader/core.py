@@ -447,6 +447,9 @@ class ActiveDispatch:
         self._fair = False
         self.changed_at = 0  # the issue step of the last store that changed memory (any store before watching)
         self.home_slot = 0  # memory model: the CU slot of the running batch's first wave (`_placement`)
+        # memory model, report mode: (launch clock, lane, counter) of this dispatch (coherence.order.Order.launched,
+        # set by CacheModel.launched); None with no happens-before bookkeeping
+        self.hb_epoch: tuple[dict, int, int] | None = None
 
     @property
     def name(self) -> str:
