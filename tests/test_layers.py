@@ -20,7 +20,9 @@ EMULATOR_PREFIXES = ("hcqsim.gpu", "hcqsim.engines", "hcqsim.kfd", "hcqsim.shade
 RUNTIME_PREFIXES = ("hcqsim.runtime",)
 # Every module of the runtime package, listed explicitly: a module only some code path imports (aql_ring,
 # loaded when a device has AQL queues) is checked like the package itself.
-RUNTIME_MODULES = ["hcqsim.runtime.aql_ring", "hcqsim.runtime.device", "hcqsim.runtime.exclusive", "hcqsim.runtime.hazards", "hcqsim.runtime.names",
+RUNTIME_MODULES = ["hcqsim.runtime.allocation", "hcqsim.runtime.aql_ring", "hcqsim.runtime.buffer", "hcqsim.runtime.checks",
+                   "hcqsim.runtime.copies", "hcqsim.runtime.device", "hcqsim.runtime.exclusive", "hcqsim.runtime.hazards",
+                   "hcqsim.runtime.names",
                    "hcqsim.runtime.plan", "hcqsim.runtime.profile", "hcqsim.runtime.program", "hcqsim.runtime.queues",
                    "hcqsim.runtime.real_os", "hcqsim.runtime.replay", "hcqsim.runtime.schedule",
                    "hcqsim.runtime.signal", "hcqsim.runtime.topology"]
