@@ -1,7 +1,7 @@
 """Schedule fuzzing with hypothesis: random operation DAGs, interleavings chosen on purpose, race reports.
 
     from hcqsim.strategies import Interleaver, interleavings, fuzz_settings
-    chooser = Interleaver()                        # a scheduler policy whose choices hypothesis makes
+    chooser = Interleaver()                        # a scheduler policy whose choices hypothesis makes (host turns on)
     dev = open_device("sim", policy=chooser)
 
     @fuzz_settings()
@@ -43,13 +43,15 @@ from .fuzz.profiles import (PROFILES, HYPOTHESIS_PROFILE_PREFIX, _PHASES, _QUIET
 from .fuzz.draws import (HISTORY_FREE_BASE, U32, _CHOICE, _COIN, _HISTORY_FREE_SPAN, _KEEP, _bytes, _int, _pick,
                          _unshift, _window, integers)  # noqa: F401
 from .fuzz.interleavings import MAX_CHOICES, Interleaving, _as_interleaving, interleavings  # noqa: F401
-from .fuzz.interleaver import Interleaver, _permutation, _queue_of, unsliced_waits  # noqa: F401
+from .fuzz.interleaver import (CHANGE_POINT_DEPTHS, CHANGE_POINT_RATES, Interleaver, _HostTurn,  # noqa: F401
+                               _NOT_THE_HOST_CODE, _change_points, _permutation, _queue_of, unsliced_waits)
 from .fuzz.cases import (ALT, BUFFER_BYTES, BUFFERS_PER_DEVICE, FUZZ_KERNELS, KERNEL_WORDS, LONG_BUFFER_BYTES,
                          MAX_SCALAR, FuzzCase, _apply, _op_text, _value_text, all_buffer_names, buffer_names,
                          initial_memory, sequential_effects)  # noqa: F401
 from .fuzz.schedules import (_RELAY_OPS, _RELAY_SLOTS, _buffer, _buffers_of, _cuts, _op, _range, _relay,
                              schedules)  # noqa: F401
-from .fuzz.report import RaceFound, RaceReport, _trace_slice, steps_text, trace_text  # noqa: F401
+from .fuzz.report import (RaceFound, RaceReport, _SETUP, _SETUP_LINE, _budget_text, _collapse_setup,  # noqa: F401
+                          _collapsed, _trace_slice, steps_text, trace_text)
 from .fuzz.seeds import _decode, _encode, decode_seed, encode_interleaving_seed, encode_seed  # noqa: F401
 from .fuzz.fuzzer import (COPY_QUEUES, MAX_DEVICES, PRELUDE_QUEUE, Fuzzer, _NotedBytes, _names_used, mutated,
                           replay)  # noqa: F401

@@ -23,8 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION_OF = {"elftools": "pyelftools", "xdist": "pytest-xdist", "_pytest": "pytest", "yaml": "pyyaml"}
 
 # harness modules inside the package and the test tool each is for: pytest loads its own plugin, and
-# hcqsim.strategies is a library of hypothesis strategies (docs/fuzzing.md: imported only by tests and harness code)
-HARNESS_MODULES = {"pytest_plugin.py": {"pytest"}, "strategies.py": {"hypothesis", "pytest"}}
+# hcqsim.strategies is a library of hypothesis strategies (docs/fuzzing.md: imported only by tests and harness code),
+# hcqsim.interleaved its @interleaved decorator for tests (imported only by the tests that use it)
+HARNESS_MODULES = {"pytest_plugin.py": {"pytest"}, "strategies.py": {"hypothesis", "pytest"},
+                   "interleaved.py": {"hypothesis"}}
 # harness packages inside the package, likewise: hcqsim/fuzz/ holds the parts hcqsim.strategies re-exports
 HARNESS_PACKAGES = {"hcqsim/fuzz": {"hypothesis", "pytest"}}
 

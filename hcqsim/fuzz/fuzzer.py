@@ -48,6 +48,7 @@ class Fuzzer:
 
     def __post_init__(self):
         self.policy.host_turns = self.host_turns
+        self.policy.host_lines = False  # its host is hcqsim's own loop: the notes (launched run r, wrote ...) say it
         from ..runtime import open_devices
         self.devs = open_devices("sim", self.devices, target=self.target, policy=self.policy)
         self.gpus = self.devs[0].os.system.gpus

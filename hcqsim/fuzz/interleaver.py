@@ -5,6 +5,7 @@ recorded so a failure can be told as steps."""
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 
 from .report import RaceFound, steps_text, trace_text
@@ -35,7 +36,12 @@ class Interleaver:
         self.recording = False  # only inside using()
         self._start(0)  # the priority order's state: ranks, demotions, dispatch numbers
 
-    host_turns = False  # True: a choice may also end the progress point (the host goes on while work runs)
+    # a choice may also end the progress point: the host goes on while GPU work is pending (its next line runs
+    # before the doorbell's work finished). On by default: without it every submit() drains the GPU before the host
+    # reads, submits the next queue or waits, and the ordinary host/GPU ordering bugs are unreachable. False: only
+    # queue against queue (and the insides of dispatches) is interleaved
+    host_turns = True
+    host_lines = True  # a host turn's step names the host code's line (the schedule fuzzer's notes say it instead)
 
     def choose(self, ready):
         """The scheduler's question: which ready activity (a queue, or a running dispatch's waves) advances, by
@@ -49,21 +55,26 @@ class Interleaver:
             i %= options
             if i == len(ready):
                 if self.recording:
-                    self.steps.append(("host", f"took a turn [choice {self.pos - 1}: {len(ready)} ready]"))
+                    why = f"[choice {self.pos - 1}: {len(ready)} ready]"
+                    self.steps.append(("host", _HostTurn(why, self.host_lines)))
                 return None, 0
             act, budget, which = ready[i], max(1, budget), self.pos - 1
         elif self.priority and options > 1:
             act = self._highest(ready)
             if act is None:
                 if self.recording:
-                    self.steps.append(("host", f"took a turn [priority order: the host above {len(ready)} ready]"))
+                    self.steps.append(("host", _HostTurn(f"[priority order: the host above {len(ready)} ready]",
+                                                         self.host_lines)))
                 return None, 0
             budget, which = 1 << 62, -2
         else:
             act, budget, which = ready[0], 1 << 62, -1
         if self.recording:
             q = _queue_of(act)
-            self.steps.append((q, act, len(q.gpu.trace), budget, which, len(ready)))
+            number = 0
+            if act is not q:  # a dispatch or CP DMA: numbered from 1 in the order the block first ran it
+                number = self._numbers.setdefault(id(act), (act, len(self._numbers) + 1))[1]
+            self.steps.append((q, act, len(q.gpu.trace), budget, which, len(ready), number))
         return act, budget
 
     # -- the priority order (PCT): ranks from the seed, a demotion when an activity keeps the GPU busy -----------
@@ -115,9 +126,10 @@ class Interleaver:
         core skips its per-step choice work when the policy has none)."""
         self.priority, self._demoted, self._last, self._ranks, self._dispatches = priority, {}, None, {}, {}
         self._keys: dict[int, tuple] = {}  # id(activity) -> (activity, _key(activity)), for this block
+        self._numbers: dict[int, tuple] = {}  # id(dispatch) -> (dispatch, its number in this block's report)
         self._host_streak, self._patience = 0, 0
         hooks = ("workgroup_order", "choose_waves", "split_waves", "device_order", "choose_cu", "choose_xcc",
-                 "evict_lines", "hdp_drains")
+                 "evict_lines", "hdp_drains", "memory_change_point")
         for h in hooks:
             self.__dict__.pop(h, None)
         if priority:
@@ -133,6 +145,7 @@ class Interleaver:
             self.choose_cu = lambda n: place.randrange(n)
             self.choose_xcc = lambda n: place.randrange(n)
             self._memory_hooks(priority)
+            self.memory_change_point = _change_points(priority)
 
     def _memory_hooks(self, priority: int) -> None:
         """The memory model's early-leaving choices, from the priority seed (history-free like every other draw;
@@ -154,6 +167,17 @@ class Interleaver:
         """Record a host step between the GPU steps (what the host did, in the report's words)."""
         if self.recording:
             self.steps.append(("host", text))
+
+    def devices_opened(self, devices) -> None:
+        """The runtime opened `devices` with this policy (open_devices calls it): a failure note names their
+        queues ("compute0") and the buffers and signals behind the addresses of its trace."""
+        import weakref
+        self._devices = [d for d in getattr(self, "_devices", []) if d() is not None] + \
+            [weakref.ref(d) for d in devices]
+
+    def _live_devices(self) -> list:
+        devs = [d() for d in getattr(self, "_devices", [])]
+        return [d for d in devs if d is not None and not d._closed]
 
     def name_queues(self, devices) -> None:
         """Learn the runtime's names of the devices' hardware queues ("compute0", "copy1"), for steps_text."""
@@ -181,11 +205,38 @@ class Interleaver:
 
     def _failure_note(self) -> str:
         seed = encode_interleaving_seed(self._drawn)
-        return "\n".join(["hcqsim interleaving of this failure (queue/packet steps):",
+        devices = self._live_devices()
+        self.name_queues(devices)
+        note = "\n".join(["hcqsim interleaving of this failure (queue/packet steps):",
                           *("  " + ln for ln in self.steps_text().splitlines()),
+                          *(["  " + w for w in [self.unexplored()] if w]),
                           "packet trace of the GPUs since the block began (last 60 lines each):",
                           *("  " + ln for ln in trace_text(self.trace(), 60).splitlines()),
                           f"replay: hcqsim.strategies.replay({seed!r}, <this test>)"])
+        if devices:  # the buffers, signals and kernels behind the trace's addresses (runtime/names.py)
+            from ..runtime.names import addresses_section
+            try:
+                section = addresses_section(note, devices)
+            except Exception as e:  # naming must never hide the note it explains
+                section = f"(naming the addresses failed: {type(e).__name__}: {e})"
+            if section:
+                note += "\n" + section
+        return note
+
+    def unexplored(self) -> str:
+        """A warning when the recorded block offered the interleaving nothing to choose: no decision with a second
+        ready activity and no host turn (host_turns off, or never asked). Then the failure (or the pass) does not
+        depend on the interleaving, and a search over interleavings explored nothing. "" otherwise."""
+        decisions = [s for s in self.steps if s[0] != "host"]
+        host_turns = any(s[0] == "host" and s[1].startswith("took a turn") for s in self.steps)
+        if host_turns or any(s[5] > 1 for s in decisions):
+            return ""
+        if not self.host_turns:
+            why = ("host_turns is off (Interleaver.host_turns = False): every submit() ran to completion before "
+                   "the host's next line, and no two activities were ready together")
+        else:
+            why = "no two activities were ever ready together and the host never took a turn"
+        return f"(no interleaving was explored in this block: {why}; its result is the in-order one)"
 
     def _gpus(self) -> list:
         gpus = {id(s[0].gpu): s[0].gpu for s in self.steps if s[0] != "host"}
@@ -206,6 +257,61 @@ class Interleaver:
             first = next(s[2] for s in self.steps if s[0] != "host" and s[0].gpu is gpu)
             out[gpu.label] = gpu.trace_lines()[first:]
         return out
+
+
+CHANGE_POINT_DEPTHS = (1, 2, 3, 0)  # change points inside dispatches a priority seed may place (PCT's depth - 1)
+CHANGE_POINT_RATES = (1.0, 0.5, 0.25)  # chance that a global memory / atomic instruction is one, while some are left
+
+
+def _change_points(priority: int):
+    """The priority order's change points inside dispatches (`memory_change_point`, asked by the shader core after
+    each global memory or atomic instruction): a seed picks a depth (0-3 per block) and a rate; a change point ends
+    the dispatch's turn right after that access, and `_highest` then drops it below the other activities, so
+    another queue's kernel (or the host) can run between one kernel's load and its store."""
+    rng = random.Random(f"{priority}/change")
+    left, rate = [rng.choice(CHANGE_POINT_DEPTHS)], rng.choice(CHANGE_POINT_RATES)
+
+    def change() -> bool:
+        if left[0] and rng.random() < rate:
+            left[0] -= 1
+            return True
+        return False
+    return change if left[0] else None
+
+
+_NOT_THE_HOST_CODE = ("hcqsim", "hypothesis", "_pytest", "pluggy", "contextlib", "functools", "threading")
+
+
+class _HostTurn:
+    """A host turn's step text, rendered when a report is made: "took a turn at FILE:LINE (source) [why]", the
+    innermost line of host code outside hcqsim (and the test machinery) that was running -- the line whose call
+    (a submit, a wait) returned with GPU work still pending."""
+
+    __slots__ = ("where", "why")
+
+    def __init__(self, why: str, find: bool = True):
+        import sys
+        self.why, self.where = why, None
+        f = sys._getframe(2) if find else None
+        while f is not None:
+            mod = f.f_globals.get("__name__", "") or ""
+            if mod.split(".")[0] not in _NOT_THE_HOST_CODE:
+                self.where = (f.f_code.co_filename, f.f_lineno)
+                break
+            f = f.f_back
+
+    def startswith(self, prefix: str) -> bool:
+        return str(self).startswith(prefix)
+
+    def __str__(self) -> str:
+        if self.where is None:
+            return f"took a turn {self.why}"
+        import linecache
+        code, line = self.where
+        rel = os.path.relpath(code)
+        src = linecache.getline(code, line).strip()
+        return f"took a turn at {code if rel.startswith('..') else rel}:{line}" + (f" ({src})" if src else "") + \
+            f" {self.why}"
 
 
 def _permutation(rng: random.Random, n: int) -> list[int]:

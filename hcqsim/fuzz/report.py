@@ -2,6 +2,7 @@
 from the sequential meaning (`RaceReport`), raised as `RaceFound`."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,16 +26,17 @@ def steps_text(snapshot) -> str:
         if s[0] == "host":
             lines.append(f"host {s[1]}")
             continue
-        q, act, start, budget, which, n_ready = s
+        q, act, start, budget, which, n_ready = s[:6]
+        number = s[6] if len(s) > 6 else getattr(act, "seq", "?")
         trace = traces[id(q.gpu)]
         end = ends.get(i, len(trace))
         if act is not q and act.kind == "cp_dma":  # DMA_DATA without CP_SYNC moved chunks
-            ran = f"its CP DMA (up to {budget} chunks)"
+            ran = f"its CP DMA ({_budget_text(budget, 'chunks')})"
         elif act is not q:  # a running dispatch's waves advanced
-            ran = f"waves of dispatch #{getattr(act, 'seq', '?')} (up to {budget} issue steps)"
+            ran = f"waves of dispatch #{number} ({_budget_text(budget, 'issue steps')})"
         else:
             packets = [e[3][2].name for e in _trace_slice(trace, start, end) if e[2] == "packet" and e[1] == q.name]
-            ran = ", ".join(packets) if packets else "nothing (blocked)"
+            ran = _collapsed(packets) if packets else "nothing (blocked)"
         how = (f"choice {which}: queue {q.name} of {n_ready} ready, budget {budget}" if which >= 0
                else f"priority order: highest of {n_ready} ready, to block" if which == -2
                else f"default: first of {n_ready} ready, to block")
@@ -48,10 +50,60 @@ def _trace_slice(trace, start: int, end: int) -> list:
     return [trace[k - n] for k in range(start, min(end, n))] if start < n else []
 
 
+def _budget_text(budget: int, unit: str) -> str:
+    """An activity's budget as a report says it: a number, or "until it blocks or ends" for the unbounded turns of
+    the priority order and the in-order default."""
+    return "until it blocks or ends" if budget >= 1 << 40 else f"up to {budget} {unit}"
+
+
+def _collapsed(packets: list[str]) -> str:
+    """Packet names with runs of one name (a dispatch's SET_SH_REG set-up) as "SET_SH_REG x9"."""
+    out: list[str] = []
+    for name in packets:
+        if out and out[-1].split(" x")[0] == name:
+            head, _, n = out[-1].partition(" x")
+            out[-1] = f"{head} x{int(n or 1) + 1}"
+        else:
+            out.append(name)
+    return ", ".join(out)
+
+
+_SETUP = (" SET_SH_REG ", " SET_UCONFIG_REG ", " SET_CONFIG_REG ", " SET_CONTEXT_REG ")
+_SETUP_LINE = re.compile(r"^(.*?\S+ )(SET_(?:SH|UCONFIG|CONFIG|CONTEXT)_REG) ")  # (time queue where ) (packet)
+
+
+def _collapse_setup(lines: list[str]) -> list[str]:
+    """Runs of register-set packet lines of one queue (a dispatch's set-up) as one line naming the registers."""
+    out, run = [], []
+
+    def flush():
+        m = _SETUP_LINE.match(run[0]) if len(run) > 2 else None
+        regs = [w.split("=")[0] for ln in run for w in ln.split() if "=" in w and w[:1].isupper()]
+        if m and regs:
+            out.append(f"{m.group(1)}{m.group(2)} x{len(run)} (register set-up: {regs[0]} .. {regs[-1]}, "
+                       f"{len(regs)} registers)")
+        else:
+            out.extend(run)
+        run.clear()
+
+    for ln in lines:
+        if any(k in ln for k in _SETUP) and (not run or ln.split()[1] == run[0].split()[1]):
+            run.append(ln)
+            continue
+        flush()
+        if any(k in ln for k in _SETUP):
+            run.append(ln)
+        else:
+            out.append(ln)
+    flush()
+    return out
+
+
 def trace_text(traces: dict[str, list[str]], limit: int | None = None) -> str:
     lines = []
     for label, tl in traces.items():
         lines.append(f"{label}:")
+        tl = _collapse_setup(tl)
         shown = tl if limit is None or len(tl) <= limit else tl[-limit:]
         if len(shown) < len(tl):
             lines.append(f"  ... {len(tl) - len(shown)} earlier lines")

@@ -556,6 +556,23 @@ class Device(DeviceMemory, DeviceCopies):
         self.faults += new
         raise DeviceFault(new)
 
+    @property
+    def memory_reports(self) -> list:
+        """The emulated memory model's records (hcqsim.coherence.MemoryReport) of this device's GPU, oldest first:
+        accesses that could have seen a stale cache line or a write not yet written back (docs/memory_model.md).
+        Empty on real hardware and under the coherent model."""
+        system = getattr(self._owner, "system", None)
+        if system is None:
+            return []
+        return [r for r in system.memory_reports if r.gpu in ("", self.label)]
+
+    def clear_memory_reports(self) -> None:
+        """Forget the records of the emulated system this device belongs to (every GPU of it): what a fuzzing
+        loop does before each example, so each example's records are its own."""
+        system = getattr(self._owner, "system", None)
+        if system is not None:
+            del system.memory_reports[:]
+
     @exclusive
     def synchronize(self, timeout_ms: int = 30_000) -> None:
         """Wait until everything submitted so far has completed: the timeline and every queue's ring.

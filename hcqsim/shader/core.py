@@ -157,9 +157,11 @@ class ShaderCore:
                 if sorted(order) != list(range(n_groups)):
                     raise ValueError(f"workgroup_order({n_groups}) must return a permutation of range({n_groups})")
                 batch_groups = n_groups if n_groups * waves_per_group * per_wave <= BATCH_BYTES else batch_groups
-        return ActiveDispatch(self, queue, d, rsrc2, scratch, lanes, vgprs, waves_per_group, n_groups, batch_groups,
-                              total_waves, order, getattr(policy, "choose_waves", None),
-                              getattr(policy, "split_waves", None))
+        act = ActiveDispatch(self, queue, d, rsrc2, scratch, lanes, vgprs, waves_per_group, n_groups, batch_groups,
+                             total_waves, order, getattr(policy, "choose_waves", None),
+                             getattr(policy, "split_waves", None))
+        act.change_point = getattr(policy, "memory_change_point", None)
+        return act
 
     def dispatch(self, queue, d: Dispatch) -> int:
         """Launch and run to completion at once (no interleaving): the number of waves launched."""
@@ -395,6 +397,7 @@ def _classify(run) -> None:
     local = name.startswith("ds_")
     run.writes = not local and any(p in name for p in _WRITES)
     run.loads = not local and any(p in name for p in _POLLS)
+    run.global_memory = (run.writes or run.loads) and not name.startswith("s_")  # where change points may fall
     run.chunked = getattr(run, "chunked", None)  # a memory-writing instruction's own chunked fast path, if any
     run.syncs = bool(getattr(run, "barrier", False) or getattr(run, "ends", False))  # barriers may release after it
 
@@ -429,6 +432,9 @@ class ActiveDispatch:
         if core.arch == "gfx942":  # AccVGPRs follow the architectural VGPRs: RSRC3.ACCUM_OFFSET, in 4-register units
             self.ctx.accum_offset = min(vgprs, ((d.rsrc3 & 0x3F) + 1) * 4)
         self.done = False
+        # the policy's `memory_change_point() -> bool`, asked after each global memory or atomic instruction: True
+        # ends this turn of the dispatch there (a PCT change point: the scheduler decides again), None: never asked
+        self.change_point = None
         self.steps = 0  # issue steps so far, against the kernel's runaway bound
         self.W: Waves | None = None
         self.batch_ids: np.ndarray | None = None  # [groups in batch, 3] workgroup ids of the running batch
@@ -504,7 +510,7 @@ class ActiveDispatch:
     def _execute(self):
         core, d, ctx = self.core, self.d, self.ctx
         stats = core.stats
-        choose, split = self.choose_waves, self.split_waves
+        choose, split, change = self.choose_waves, self.split_waves, self.change_point
         model, slots = core.gpu.coherence, None
         # waves per chunk when a whole batch issues one instruction (`_run_chunked`); 0: never chunked
         chunk = max(1, CHUNK_LANES // self.lanes) if model is None and fast.enabled else 0
@@ -634,6 +640,8 @@ class ActiveDispatch:
                 self._budget -= 1
                 if self._budget <= 0:
                     yield
+                elif change is not None and run.global_memory and change():
+                    yield  # a change point: the turn ends after this memory access
         for action in self.on_done:
             action()
 
