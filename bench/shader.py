@@ -18,6 +18,11 @@ shader_blit_1mib_<target>_s: a ROCr-style blit (the bulk phase of ROCr's CopyAli
     1 MiB with 16384 work items, per dispatch (best of 3, after a first run); shader_blit_gfx942_vs_gfx1100_ratio:
     gfx942's time over gfx1100's for the same bytes (lower is better; issue 20 asks <= 2).
 fuzz_checks_per_s: lane checks per second of the IR differential fuzzer (tests/ir_fuzz) on gfx1100 at O2.
+shader_translate_<kernel>_{interpret,translate}_lane_instr_per_s: the same kernel (vadd 2^20, matmul 128, the
+    register-only ALU_LOOP of the kernel corpus) in one process with the interpreter and with the translator
+    (docs/translator.md; best of 3 after a first run that compiles), `_speedup` their ratio, `_translated_pct` the
+    share of the kernel's issue steps that ran in translated blocks; shader_translate_compile_ms_per_block: LLVM
+    compile latency per block (mean over the blocks these kernels formed).
 Target (issue 4): >= 50M lane-instructions/s on large dispatches, < 0.1 s cold start. Issue 20: >= 300M on vadd and
 matmul, the one-wave core overhead halved, the blit ratio <= 2.
 
@@ -106,7 +111,7 @@ done:
   ret void
 }
 """
-PARTS = ("vadd", "matmul", "onewave", "blit", "fdiv", "coverage", "fuzz")
+PARTS = ("vadd", "matmul", "onewave", "blit", "fdiv", "coverage", "fuzz", "translate")
 
 
 def main(argv: list[str]) -> None:
@@ -180,6 +185,70 @@ def main(argv: list[str]) -> None:
             print(line)
     if "fuzz" in parts:
         print(f"fuzz_checks_per_s: {_fuzz_rate():.0f}" + mode(WALL, "one run"))
+    if "translate" in parts:
+        _translate_lines()
+
+
+def _translate_lines() -> None:
+    """Interpreter and translator on the same kernels, in this process (the outputs must be equal)."""
+    from hcqsim.shader import translate
+    kernels = {"vadd": (VADD + K.DECLS, "vadd"), "matmul": (K.MATMUL + K.DECLS, "matmul"),
+               "alu": (K.ALU_LOOP + K.DECLS, "alu")}
+    rates: dict = {}
+    outputs: dict = {}
+    share: dict = {}
+    compile_before = translate.STATS["compile_s"], translate.STATS["blocks"]
+    for shader_mode in ("interpret", "translate"):
+        os.environ["HCQSIM_SHADER"] = shader_mode
+        try:
+            dev = open_device("sim")
+        finally:
+            del os.environ["HCQSIM_SHADER"]
+        core = dev.os.system.gpus[dev.index].shader_core
+        for name, (ir, fn) in kernels.items():
+            prog = dev.load_program(compile_llvm(ir, dev.target), fn)
+            if name == "vadd":
+                n = 1 << 20
+                bufs = [dev.alloc(4 * n) for _ in range(3)]
+                bufs[0].view[:] = np.random.default_rng(0).random(n, np.float32).view(np.uint8)
+                bufs[1].view[:] = 1
+                args, grid, block, out = bufs, n, 256, bufs[2]
+            elif name == "matmul":
+                m = 128
+                bufs = [dev.alloc(4 * m * m) for _ in range(3)]
+                bufs[0].view[:] = np.random.default_rng(1).random(m * m, np.float32).view(np.uint8)
+                bufs[1].view[:] = np.random.default_rng(2).random(m * m, np.float32).view(np.uint8)
+                args, grid, block, out = bufs + [m], (m, m), (16, 16), bufs[2]
+            else:
+                out = dev.alloc(4 * 8192)
+                args, grid, block = [out, 200, 1.5], 8192, 256
+            _timed_run(dev, prog, args, grid, block)  # compiles (the interpreter's closures, the blocks)
+            steps0 = core.stats["issue_steps"]
+            blocks0 = core.translator.stats["block_steps"] if core.translator is not None else 0
+            best = best_cpu = 0.0
+            for _ in range(3):
+                seconds, lanes = _timed_run(dev, prog, args, grid, block)
+                best, best_cpu = max(best, lanes / seconds), max(best_cpu, lanes / max(CPU[0], 1e-9))
+            rates[(name, shader_mode)] = best
+            rates[(name, shader_mode, "cpu")] = best_cpu
+            outputs[(name, shader_mode)] = bytes(np.asarray(out.view))
+            if core.translator is not None:
+                share[name] = (core.translator.stats["block_steps"] - blocks0) / (core.stats["issue_steps"] - steps0)
+        dev.close()
+    for name in kernels:
+        assert outputs[(name, "interpret")] == outputs[(name, "translate")], f"{name}: translate differs"
+        for shader_mode in ("interpret", "translate"):
+            print(f"shader_translate_{name}_{shader_mode}_lane_instr_per_s: {rates[(name, shader_mode)]:.3e}"
+                  + mode(WALL, "best of 3"))
+        print(f"shader_translate_{name}_speedup: {rates[(name, 'translate')] / rates[(name, 'interpret')]:.2f}"
+              + mode(WALL, "ratio"))
+        cpu_ratio = rates[(name, "translate", "cpu")] / rates[(name, "interpret", "cpu")]
+        print(f"shader_translate_{name}_cpu_speedup: {cpu_ratio:.2f}" + mode(CPU_CLOCK, "ratio of the best of 3"))
+        print(f"shader_translate_{name}_translated_pct: {100 * share[name]:.1f}" + mode(WALL, "issue steps"))
+    seconds = translate.STATS["compile_s"] - compile_before[0]
+    blocks = translate.STATS["blocks"] - compile_before[1]
+    print(f"shader_translate_compile_ms_per_block: {1000 * seconds / max(blocks, 1):.1f}"
+          + mode(WALL, f"mean of {blocks} blocks"))
 
 
 def _blit(target: str, nbytes: int = 1 << 20, items: int = 16384, rounds: int = 3) -> float:

@@ -23,7 +23,7 @@ from .coherence import MemoryReport, ReportLog, check_model, default_model, make
 from .coherence.space import CachedSpace
 from .coherence.hdp import HostDataPath
 from .engines.aql import AQLQueue
-from .engines.command_processor import PM4Queue
+from .engines.command_processor import TRACKED as _TRACKED, PM4Queue
 from .engines.queue import EngineQueue, Stream
 from .engines.sdma_engine import SDMAEngine, SDMAQueue
 from .errors import BlockedQueue, DeadlockError, EngineError, Fault, QueueError, VMFaultError, gpu_label
@@ -52,7 +52,6 @@ PROGRESS_WORK = 1 << 16
 # packet overtake a kernel that computes that long without storing anything.
 OVERTAKE_STEPS = 16 * DISPATCH_QUANTUM
 _HEX = re.compile(r"0x([0-9a-fA-F]+)")  # addresses in messages are canonicalised in traces
-_TRACKED = {"SET_SH_REG", "DISPATCH_DIRECT"}  # packets whose register values a displaced window's trace rewrites
 USER_DATA_0, PGM_LO, PGM_HI = REGS["COMPUTE_USER_DATA_0"], REGS["COMPUTE_PGM_LO"], REGS["COMPUTE_PGM_HI"]
 KD_SEARCH = 1 << 20  # how far from a PM4 launch's code entry its kernel descriptor is looked for (traces only)
 
@@ -258,7 +257,7 @@ class EmulatedGPU:
     def __init__(self, target: str = "gfx1100", seed: int = 0, *, policy="run_to_block",
                  window: VaWindow | None = None, index: int = 0, gpu_id: int | None = None, autorun: bool = True,
                  trace_limit: int = 200_000, interrupt_limit: int = 200_000, max_packets_per_run: int = MAX_PACKETS_PER_RUN,
-                 cost: CostModel = CostModel(), shader: bool = True, max_kernel_steps: int | None = None,
+                 cost: CostModel = CostModel(), shader: bool | str = True, max_kernel_steps: int | None = None,
                  memory_model: str | None = None, memory_reports: list | None = None,
                  spin_iterations: int | None = -1):
         self.target: Target = get_target(target)
@@ -295,7 +294,8 @@ class EmulatedGPU:
         self.shader_core = None  # .dispatch(queue, Dispatch) -> waves; None: DISPATCH_DIRECT is unsupported
         if shader:
             from .shader.core import ShaderCore
-            self.shader_core = ShaderCore(self)
+            # shader=True: the mode HCQSIM_SHADER names (interpret unless set); or "interpret" / "translate"
+            self.shader_core = ShaderCore(self, mode=shader if isinstance(shader, str) else None)
             if max_kernel_steps is not None:
                 self.shader_core.max_kernel_steps = max_kernel_steps
             if spin_iterations != -1:  # None: a loop that only counts is never called a spin

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import pytest
 
 GROUP = "hcqsim"
-FIXTURES = ("device", "devices")
+FIXTURES = ("device", "devices", "fuzz_device", "fuzz_devices")
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,9 @@ OPTIONS = (
         action="store_true", dest="hcqsim_aql", default=False,
         help="the runtime's compute queues are COMPUTE_AQL queues (kernels as AQL dispatch packets, other "
              "commands as PM4 in vendor packets) instead of PM4 queues")),
+    Option("--hcqsim-gpus", "--sim-gpus", dict(
+        dest="hcqsim_gpus", type=int, default=None, metavar="N",
+        help="GPUs of the emulated system the fuzz_device (default 1) and fuzz_devices (default 2) fixtures open")),
 )
 DEFAULTS = {o.dest: o.attrs["default"] for o in OPTIONS if "default" in o.attrs}
 _USED = pytest.StashKey[dict]()  # on a test item: the device options its fixtures opened devices with
@@ -180,6 +183,9 @@ def _check_options(config) -> None:
             check_model(model)
         except ValueError as e:
             raise pytest.UsageError(f"{_name(config, '--hcqsim-memory-model')}={model}: {e}") from None
+    gpus = config.getoption("hcqsim_gpus")
+    if gpus is not None and not 1 <= gpus <= 8:
+        raise pytest.UsageError(f"{_name(config, '--hcqsim-gpus')}={gpus}: an emulated system has 1 to 8 GPUs")
     policy = config.getoption("hcqsim_policy")
     if policy != DEFAULTS["hcqsim_policy"]:
         import random
@@ -223,7 +229,8 @@ def _device_header(config) -> str:
             f"{f', seed {seed}' if (seed := config.getoption('hcqsim_seed')) else ''}"
             f"{', free-running' if config.getoption('hcqsim_free_running') else ''}"
             f"{f', memory model {model}' if (model := config.getoption('hcqsim_memory_model')) != 'coherent' else ''}"
-            f"{', AQL compute queues' if config.getoption('hcqsim_aql') else ''}")
+            f"{', AQL compute queues' if config.getoption('hcqsim_aql') else ''}"
+            f"{f', {gpus} GPUs for fuzzing' if (gpus := config.getoption('hcqsim_gpus')) else ''}")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -420,3 +427,50 @@ def devices(request, device_spec):
         for d in devs:
             d.close()
         _check_memory_reports(request, devs)
+
+
+def _fuzz_devices(request, default_count: int) -> list:
+    """Devices on one emulated system under a fresh Interleaver (`dev.interleaver`), opened with the run's target,
+    memory model (the option, else HCQSIM_MEMORY_MODEL, given explicitly: the records are checked per example by
+    @interleaved, not at teardown for the whole test), AQL, sanitizer, seed and --sim-gpus."""
+    from .runtime import open_devices
+    from .strategies import Interleaver
+    config = request.config
+    if _kind(config) != "sim":
+        pytest.skip("interleaving fuzzing needs the emulator (--device=sim)")
+    if config.getoption("hcqsim_free_running"):
+        pytest.skip("interleaving fuzzing chooses every scheduling decision: not with --sim-free-running")
+    opts = _device_options(request)
+    opts.pop("policy", None)
+    opts.pop("free_running", None)
+    model = opts.get("memory_model") or os.environ.get("HCQSIM_MEMORY_MODEL", "").strip() or "coherent"
+    opts["memory_model"] = model
+    chooser = Interleaver()
+    count = config.getoption("hcqsim_gpus") or default_count
+    devs = open_devices("sim", count, policy=chooser, aql=config.getoption("hcqsim_aql"), **opts)
+    for d in devs:
+        d.interleaver = chooser
+    chooser.name_queues(devs)
+    return devs
+
+
+@pytest.fixture
+def fuzz_device(request):
+    """One emulated device under an Interleaver (`fuzz_device.interleaver`), for `@hcqsim.interleaved.interleaved`
+    tests: the run's --sim-target, --sim-memory-model, --aql, --sim-sanitize, --sim-seed; --sim-gpus N opens N GPUs
+    (this is the first)."""
+    devs = _fuzz_devices(request, 1)
+    yield devs[0]
+    for d in devs:
+        d.close()
+    _check_memory_reports(request, devs)
+
+
+@pytest.fixture
+def fuzz_devices(request):
+    """`--sim-gpus` (default 2) emulated devices of one system under one Interleaver; see fuzz_device."""
+    devs = _fuzz_devices(request, 2)
+    yield devs
+    for d in devs:
+        d.close()
+    _check_memory_reports(request, devs)

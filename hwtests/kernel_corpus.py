@@ -33,6 +33,36 @@ GID_X = """
   %gid = add i32 %base, %tid
 """
 
+# A register-only loop: integer hash steps and f32 multiply / FMA per iteration, one store at the end (the translating
+# shader core's best case: docs/translator.md; bench/shader.py --only translate, tests/test_shader_translate.py)
+ALU_LOOP = """
+define amdgpu_kernel void @alu(ptr addrspace(1) %out, i32 %n, float %f) {
+entry:""" + GID_X + """
+  br label %loop
+loop:
+  %i = phi i32 [0, %entry], [%i1, %loop]
+  %a = phi i32 [%gid, %entry], [%a3, %loop]
+  %x = phi float [%f, %entry], [%x2, %loop]
+  %a1 = mul i32 %a, 1664525
+  %a2 = add i32 %a1, 1013904223
+  %s = lshr i32 %a2, 7
+  %a3 = xor i32 %a2, %s
+  %fa = uitofp i32 %s to float
+  %x1 = fmul float %x, 0x3FF0000020000000
+  %x2 = call float @llvm.fma.f32(float %x1, float %fa, float %x)
+  %i1 = add i32 %i, 1
+  %more = icmp ult i32 %i1, %n
+  br i1 %more, label %loop, label %done
+done:
+  %b = bitcast float %x2 to i32
+  %r = xor i32 %a3, %b
+  %p = getelementptr i32, ptr addrspace(1) %out, i32 %gid
+  store i32 %r, ptr addrspace(1) %p
+  ret void
+}
+"""
+
+
 SAXPY = """
 define amdgpu_kernel void @saxpy(ptr addrspace(1) %x, ptr addrspace(1) %y, float %a, i32 %n) {
 entry:""" + GID_X + """

@@ -22,6 +22,7 @@ between machines.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -163,10 +164,29 @@ def run_instruction(arch: str, line: str, *, waves: int | None = None, v: dict[i
         W.scc[:] = np.asarray(scc, bool)
     if mode is not None:
         W.set_mode(slice(None), mode)
-    run(W, slice(None))
+    block = _translated(arch, line) if TRANSLATE and accum_offset is None and not W.flushing else None
+    if block is not None:  # HCQSIM_SHADER=translate: the translator's native block instead of the closure
+        block.run(W)
+        TRANSLATED[arch].add(line)
+    else:
+        run(W, slice(None))
     if DIGESTS is not None:
         DIGESTS.append((f"{arch}: {line}", _register_digest(W)))
     return State(n, lanes, W)
+
+
+# HCQSIM_SHADER=translate: instructions the translator covers (hcqsim.shader.translate) run as its one-instruction
+# blocks, so the corpus checks the translator's results against the reference too; TRANSLATED: the lines that did
+TRANSLATE = os.environ.get("HCQSIM_SHADER") == "translate"
+TRANSLATED: dict[str, set[str]] = {"gfx1100": set(), "gfx942": set()}
+
+
+@functools.lru_cache(maxsize=None)
+def _translated(arch: str, line: str):
+    from hcqsim.shader.translate import translate
+    code = encoding(arch, line)
+    block = translate(code, 0, arch, LANES[arch], VGPRS, Context(LANES[arch], VGPRS, None, "isa test", arch))
+    return block if block is not None and block.steps == 1 else None
 
 
 def _register_digest(W: Waves) -> str:
@@ -1023,6 +1043,9 @@ def _report() -> int:
         print(f"== {arch}: {len(lines)} unimplemented instruction forms")
         for line in sorted(lines):
             print(f"   {line}")
+    if harness.TRANSLATE:
+        for arch, lines in harness.TRANSLATED.items():
+            print(f"== {arch}: {len(lines)} instruction forms ran as translated blocks (HCQSIM_SHADER=translate)")
     print(f"== {checked} instruction forms checked, {len(mismatches)} mismatching")
     for m in mismatches:
         print(m)

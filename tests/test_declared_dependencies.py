@@ -23,8 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION_OF = {"elftools": "pyelftools", "xdist": "pytest-xdist", "_pytest": "pytest", "yaml": "pyyaml"}
 
 # harness modules inside the package and the test tool each is for: pytest loads its own plugin, and
-# hcqsim.strategies is a library of hypothesis strategies (docs/fuzzing.md: imported only by tests and harness code)
-HARNESS_MODULES = {"pytest_plugin.py": {"pytest"}, "strategies.py": {"hypothesis", "pytest"}}
+# hcqsim.strategies is a library of hypothesis strategies (docs/fuzzing.md: imported only by tests and harness code),
+# hcqsim.interleaved its @interleaved decorator for tests (imported only by the tests that use it)
+HARNESS_MODULES = {"pytest_plugin.py": {"pytest"}, "strategies.py": {"hypothesis", "pytest"},
+                   "interleaved.py": {"hypothesis"}}
+# harness packages inside the package, likewise: hcqsim/fuzz/ holds the parts hcqsim.strategies re-exports
+HARNESS_PACKAGES = {"hcqsim/fuzz": {"hypothesis", "pytest"}}
 
 # top-level names that are the repository's own code (packages, and test helper modules on sys.path)
 OWN_TOP_LEVEL = {"hcqsim", "tests", "hwtests", "conformance", "bench"}
@@ -103,7 +107,9 @@ def test_the_package_imports_only_declared_dependencies(path):
             continue
         if dist in optional and not top:
             continue  # an optional extra, imported only where that feature is used
-        if dist in HARNESS_MODULES.get(path.name, ()):
+        tools = HARNESS_MODULES.get(path.name, set()) | HARNESS_PACKAGES.get(path.parent.relative_to(ROOT).as_posix(),
+                                                                            set())
+        if dist in tools:
             continue  # a harness module of the package, only ever loaded where its test tool is installed
         wrong.append(f"line {line}: {module} ({dist}; {'module level' if top else 'lazy'})")
     assert wrong == [], f"{path.relative_to(ROOT)} imports undeclared or optional packages eagerly: {wrong}"

@@ -76,6 +76,14 @@ for arch in ("gfx942", "gfx1100"):
         D("vop3", "v_max_f32", ("f32", "f32"), "f32", ref.rdna_max(F32), "V_MAX_F32 (IEEE mode)", vop3=True)
         D("vop3", "v_add3_u32", ("u32", "u32", "u32"), "u32", ref.add3, "V_ADD3_U32", vop3=True)
         D("vop3", "v_lshl_or_b32", ("b32", "b32", "b32"), "b32", ref.lshl_or, "V_LSHL_OR_B32", vop3=True, fmods=False)
+    if gfx11:  # 16-bit operations on true16 halves (.l/.h) under DPP: rocPRIM's byte reductions move bytes with
+        # DPP and add them with v_add_nc_u16 on .l halves; LLVM folds the DPP move into the add where it can
+        D("half", "v_add_nc_u16", ("u16", "u16"), "u16", ref.add_nc(16, False), "V_ADD_NC_U16: D0.u16 = S0.u16 + S1.u16",
+          vop3=True)
+        D("half", "v_max_i16", ("i16", "i16"), "i16", ref.int_max(16, True), "V_MAX_I16", vop3=True)
+        D("half", "v_add_f16", ("f16", "f16"), "f16", ref.add(F16), "V_ADD_F16: D0.f16 = S0.f16 + S1.f16")
+        D("half", "v_mul_lo_u16", ("u16", "u16"), "u16", ref.mul_lo_u16, "V_MUL_LO_U16: D0.u16 = S0.u16 * S1.u16",
+          vop3=True)
     if gfx11:  # VOPC DPP (gfx942's assembler has no VOPC DPP forms)
         for vop3 in (False, True):
             D("cmp", "v_cmp_lt_f32", ("f32", "f32"), "bit", lambda a, b: ref.f_lt(a, b, F32), "V_CMP_LT_F32", vop3=vop3)
@@ -115,6 +123,11 @@ def test_moves_conversions_and_selects_under_dpp(case):
 
 @_cases("vop3")
 def test_gfx11_vop3_dpp_forms_apply_the_vop3_modifiers_to_the_moved_source(case):
+    verify(case)
+
+
+@_cases("half")
+def test_gfx11_16_bit_ops_under_dpp_read_the_moved_low_half_and_keep_the_high_half(case):
     verify(case)
 
 

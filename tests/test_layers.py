@@ -20,7 +20,9 @@ EMULATOR_PREFIXES = ("hcqsim.gpu", "hcqsim.engines", "hcqsim.kfd", "hcqsim.shade
 RUNTIME_PREFIXES = ("hcqsim.runtime",)
 # Every module of the runtime package, listed explicitly: a module only some code path imports (aql_ring,
 # loaded when a device has AQL queues) is checked like the package itself.
-RUNTIME_MODULES = ["hcqsim.runtime.aql_ring", "hcqsim.runtime.device", "hcqsim.runtime.exclusive", "hcqsim.runtime.hazards", "hcqsim.runtime.names",
+RUNTIME_MODULES = ["hcqsim.runtime.allocation", "hcqsim.runtime.aql_ring", "hcqsim.runtime.buffer", "hcqsim.runtime.checks",
+                   "hcqsim.runtime.copies", "hcqsim.runtime.device", "hcqsim.runtime.exclusive", "hcqsim.runtime.hazards",
+                   "hcqsim.runtime.names",
                    "hcqsim.runtime.plan", "hcqsim.runtime.profile", "hcqsim.runtime.program", "hcqsim.runtime.queues",
                    "hcqsim.runtime.real_os", "hcqsim.runtime.replay", "hcqsim.runtime.schedule",
                    "hcqsim.runtime.signal", "hcqsim.runtime.topology"]
@@ -81,3 +83,35 @@ def test_each_emulator_layer_loads_only_the_layers_below_it(module, below):
     modules = loaded_after(f"import {module}")
     assert module in modules
     assert within(modules, below) == []
+
+
+def imported_names(path) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import statement in `path`, at module level or inside a function;
+    for `from X import a, b` both X and X.a, X.b (`from .. import gpu` names hcqsim.gpu)."""
+    import ast
+    from pathlib import Path
+    path = Path(path)
+    parts = path.relative_to(Path(__file__).resolve().parent.parent).with_suffix("").parts
+    package = parts[:-1]  # the package the module is in (for __init__: itself)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+            mod = ".".join(x for x in (base, node.module or "") if x)
+            found += [(node.lineno, mod)] + [(node.lineno, f"{mod}.{a.name}") for a in node.names]
+    return found
+
+
+def test_no_engine_module_imports_the_gpu_anywhere():
+    """The engines sit below the GPU: `hcqsim.gpu` imports them, and they get what they need of it passed in at
+    construction (`engines.host.EngineHost`). An import inside a function is a cycle too, though the import-time
+    check above cannot see it; this one reads the source."""
+    from pathlib import Path
+    engines = Path(__file__).resolve().parent.parent / "hcqsim" / "engines"
+    modules = sorted(engines.glob("*.py"))
+    assert len(modules) >= 6
+    bad = [f"{p.name}:{line} imports {name}" for p in modules for line, name in imported_names(p)
+           if name == "hcqsim.gpu" or name.startswith("hcqsim.gpu.")]
+    assert bad == []

@@ -157,7 +157,7 @@ def test_a_user_test_failure_carries_the_steps_and_a_seed_that_replays_it():
         with pytest.raises(AssertionError) as caught:
             body([])
         note = "\n".join(caught.value.__notes__)
-        assert "GPU 0 sdma_0 ran" in note and "CONST_FILL" in note and "packet trace" in note
+        assert "GPU 0 copy0 ran" in note and "CONST_FILL" in note and "packet trace" in note
         seed = note.split("replay(")[1].split(",")[0].strip("'")
         with pytest.raises(AssertionError, match="planted failure"):
             replay(seed, body)

@@ -47,6 +47,11 @@ FAMILIES = {
                 "fptosi.sat", "fptoui.sat", "bitcast", "select"),
     "control": ("if", "loop", "readfirstlane", "readlane", "ballot", "mbcnt", "select", "icmp", "add", "fadd",
                 "fmul", "xor"),
+    # 8/16-bit values moved between lanes: through LDS (byte/short stores and loads, d16 halves, raking loops
+    # with LDS bases below zero), DPP, ds_swizzle and ds_bpermute, with the 16-bit arithmetic and the
+    # extensions and truncations around them (issue 33)
+    "lanes": ("lds.swap", "lds.rake", "dpp", "swizzle", "bpermute", "add", "mul", "xor", "smax", "umin", "trunc",
+              "zext", "sext", "select", "icmp", "bitcast", "fadd"),
 }
 DEFAULT_EXAMPLES = 20
 
@@ -209,9 +214,24 @@ def test_an_integer_add_runs_end_to_end_and_matches(target, opt):
     assert out.checks == 128
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("opt", [0, 2])
+@pytest.mark.parametrize("ty", ["i8", "i16", "v4i8", "f32", "i64"])
+def test_a_raking_fold_through_lds_from_a_base_below_zero_matches(target, opt, ty):
+    """Issue 33 as a program: lanes below 16 fold every 16th element of an LDS array in a loop over a pointer that
+    starts one stride before the lane's element (at O0 LLVM loads with `ds_load_u8 v, base offset:32` where
+    base = tid - 16 is below zero on those lanes); the other lanes keep their value."""
+    op = "fadd" if ty == "f32" else "add"
+    prog = Program((Node("input", ty, (), (False,)), Node("lds.rake", ty, (0,), (op, 16, True))), (1,))
+    out = check(prog, target, opt, seed=1)
+    assert out.kind == "ok", out.message
+
+
 @pytest.mark.parametrize("target,opt,family", list(_cases((0, 2))))
 def test_random_programs_match_the_langref_evaluation(target, opt, family):
     types = tuple(VECTORS) + ("i1", "i32") if family == "vector" else SCALARS
+    if family == "lanes":
+        types = ("i1", "i8", "i16", "i32", "f32", "v4i8", "v2i16")
 
     @given(prog=programs(max_nodes=8, ops=FAMILIES[family], types=types), seed=st.integers(0, 2 ** 32 - 1))
     @settings(max_examples=DEFAULT_EXAMPLES, derandomize=True, database=None, deadline=None,
@@ -230,6 +250,24 @@ def test_many_random_programs_match_the_langref_evaluation(target, opt):
     examples = int(os.environ.get("HCQSIM_FUZZ_EXAMPLES", "10000"))
 
     @given(prog=programs(max_nodes=16), seed=st.integers(0, 2 ** 32 - 1))
+    @settings(max_examples=examples, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    def prop(prog, seed):
+        _run_and_assert(prog, target, opt, seed)
+
+    prop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("opt", [0, 2, 3])
+def test_many_cross_lane_programs_match_the_langref_evaluation(target, opt):
+    """The `lanes` family at length (HCQSIM_FUZZ_EXAMPLES, default 2000): 8/16-bit values through LDS (raking
+    loops with bases below zero, lane swaps), DPP, ds_swizzle and ds_bpermute."""
+    examples = int(os.environ.get("HCQSIM_FUZZ_EXAMPLES", "2000"))
+    types = ("i1", "i8", "i16", "i32", "i64", "f16", "f32", "v4i8", "v2i16", "v2f16")
+
+    @given(prog=programs(max_nodes=12, ops=FAMILIES["lanes"] + ("if", "loop", "sub", "shl", "lshr", "ashr"),
+                         types=types), seed=st.integers(0, 2 ** 32 - 1))
     @settings(max_examples=examples, database=None, deadline=None, suppress_health_check=list(HealthCheck))
     def prop(prog, seed):
         _run_and_assert(prog, target, opt, seed)

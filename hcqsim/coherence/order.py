@@ -54,24 +54,25 @@ class Order:
         return len(self.names) - 1
 
     def ids(self, q) -> tuple[int, int]:
-        """(command-processor agent, dispatch lane) of queue `q` (made on first use; its clock starts at 1)."""
-        ids = q.__dict__.get("_hb_ids")
+        """(command-processor agent, dispatch lane) of queue `q` (made on first use; its clock starts at 1). The
+        queue keeps them in its declared fields `hb_ids` and `hb_clock` (engines.queue.EngineQueue; None until then)."""
+        ids = q.hb_ids
         if ids is None:
-            ids = q._hb_ids = (self.agent(f"queue {q.name}"), self.agent(f"queue {q.name} dispatches"))
-            q._hb_clock = {ids[0]: 1}
+            ids = q.hb_ids = (self.agent(f"queue {q.name}"), self.agent(f"queue {q.name} dispatches"))
+            q.hb_clock = {ids[0]: 1}
             self.latest[ids[0]] = 1
         return ids
 
     def clock(self, q) -> dict:
         """The live clock of queue `q`'s command processor."""
-        if "_hb_ids" not in q.__dict__:
+        if q.hb_ids is None:
             self.ids(q)
-        return q._hb_clock
+        return q.hb_clock
 
     def tick(self, q) -> None:
         """Queue `q` released: its later events are not covered by what it published."""
         qid = self.ids(q)[0]
-        c = q._hb_clock
+        c = q.hb_clock
         c[qid] += 1
         self.latest[qid] = c[qid]
 
@@ -79,7 +80,7 @@ class Order:
         """Dispatch `seq` of `q` starts: its (clock, lane, counter). The clock is the queue's now, with the lane up to
         this dispatch (its own accesses; earlier undrained ones of the lane too -- the weaker reading)."""
         qid, lane = self.ids(q)
-        vc = dict(q._hb_clock)
+        vc = dict(q.hb_clock)
         vc[lane] = max(vc.get(lane, 0), seq + 1)
         if self.latest.get(lane, 0) < seq + 1:
             self.latest[lane] = seq + 1
@@ -88,7 +89,7 @@ class Order:
     def drained(self, q, launched: int) -> None:
         """Queue `q`'s later packets are ordered after its first `launched` dispatches."""
         lane = self.ids(q)[1]
-        c = q._hb_clock
+        c = q.hb_clock
         if c.get(lane, 0) < launched:
             c[lane] = launched
 
@@ -96,7 +97,7 @@ class Order:
         """The context of an end-of-pipe action queued now: the queue's clock with the lane up to every dispatch
         launched before it. The queue's own component then advances (what follows is not before the action)."""
         qid, lane = self.ids(q)
-        vc = dict(q._hb_clock)
+        vc = dict(q.hb_clock)
         if vc.get(lane, 0) < launched:
             vc[lane] = launched
         ctx = (vc, qid, vc[qid])

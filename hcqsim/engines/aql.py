@@ -31,6 +31,7 @@ from ..pm4 import OP, TYPE3
 from ..registers import LDS_GRANULE, RSRC2, initiator as initiator_bits
 from ..shader.dispatch import Dispatch
 from .command_processor import PM4Queue
+from .host import EngineHost
 from .queue import Stream
 
 _INDIRECT_BUFFER = OP["INDIRECT_BUFFER"]
@@ -44,7 +45,7 @@ class AQLQueue(PM4Queue):
     ptr_unit = PACKET_SIZE
     max_ib_depth = 2  # the vendor packet's IB and one chained/nested level below it
 
-    def __init__(self, gpu, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
+    def __init__(self, gpu: EngineHost, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
         super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
         self.in_ib: int | None = None  # ring position of the vendor packet whose IB is running
         self.started: tuple[int, int] = (-1, 0)  # (ring position, clock) of the packet being processed

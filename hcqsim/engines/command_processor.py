@@ -34,7 +34,12 @@ from ..pm4 import (COPY_DST, COPY_SRC, COUNT_MAX, DATA_SEL, DMA_DST, DMA_SRC, EV
                    NOP_ONE_DWORD, OP, OPCODES, RELEASE_DST, TYPE3, TYPE_NAMES, WRITE_DATA_DST, code, codes)
 from ..registers import REG_ADDRESS_MASK, REGS, SH_BASE, SH_END, UCONFIG_BASE, UCONFIG_END, reg_name
 from .dispatch import decode_dispatch
+from .host import EngineHost
 from .queue import EngineQueue, Stream, Transfer
+
+# packets whose register values a displaced window's trace rewrites (gpu.EmulatedGPU.trace_packet, _canon_regs): the
+# fast path records its packets itself and must leave these to the GPU's hook
+TRACKED = frozenset({"SET_SH_REG", "DISPATCH_DIRECT"})
 
 # Field values the handlers act on, named from the packet tables (the fast path compares plain ints).
 _NOP = OP["NOP"]
@@ -76,14 +81,13 @@ class PM4Queue(EngineQueue):
     max_ib_depth = 2  # IB1 and IB2
     fast_paths = True  # the common-case paths (`_fast<NAME>`): tests turn them off to compare with the general ones
 
-    def __init__(self, gpu, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
+    def __init__(self, gpu: EngineHost, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
         super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
         self.family = gpu.target.family
         self.fmts = pm4.formats(self.family)
         self.regs: dict[int, int] = {}  # this queue's SH register state (absolute dword address -> value)
         self.atomic_return = 0  # pre-op value of the last ATOMIC_MEM, for COPY_DATA SRC_SEL 6
         self.dispatches = 0
-        from ..gpu import _TRACKED as TRACKED  # (import here: the GPU module imports the engines)
         handlers = {OP[name[5:]]: getattr(self, name) for name in dir(self) if name.startswith("_exec")
                     and name[5:] in OP}
         # the decode table: opcode -> (format, handler, fixed size, dwords the fast decoder needs, fast decoder,

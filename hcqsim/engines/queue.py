@@ -20,6 +20,7 @@ from typing import Callable
 from ..compare import COMPARE, EQUAL as COMPARE_EQUAL, NAMES as COMPARE_NAMES
 from ..errors import BlockedQueue, DecodeError, EngineError, QueueError, RunawayStop
 from ..memory import AddressSpace
+from .host import EngineHost
 
 
 MIN_RING_SIZE = 1024  # facts 5.5: power of two, >= 1 KiB, base 256-byte aligned
@@ -254,7 +255,7 @@ class EngineQueue:
     ptr_unit = 4  # bytes per write-pointer unit (PM4: dwords, SDMA: bytes)
     max_ib_depth = 1
 
-    def __init__(self, gpu, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
+    def __init__(self, gpu: EngineHost, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int):
         if ring_size < MIN_RING_SIZE or ring_size & (ring_size - 1):
             raise QueueError(f"ring size {ring_size} must be a power of two >= {MIN_RING_SIZE} bytes")
         if ring_va % RING_ALIGN:
@@ -283,6 +284,12 @@ class EngineQueue:
         self.transfer: Transfer | None = None  # a COPY/fill packet part-way through its chunks
         self.dma = CpDma(self)  # DMA_DATA without CP_SYNC: moving beside the packets (PM4 queues only)
         self.chunks = 0  # chunks of transfers moved (units of work beside packets; not packets)
+        # memory model, report mode (hcqsim.coherence): the queue's happens-before agents (command processor,
+        # dispatch lane) and its command processor's live vector clock, made by `coherence.order.Order.ids` on
+        # first use; and its dispatches launched since the last partial flush (`CacheModel.launched` / `drained`)
+        self.hb_ids: tuple[int, int] | None = None
+        self.hb_clock: dict[int, int] | None = None
+        self.unfenced: list = []
 
     # -- pointers ----------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from ..coherence.gcr import gcr_cntl
 from ..compare import COMPARE, EQUAL
 from ..errors import DecodeError, UnsupportedError
 from ..sdma import FILL_ELEMENT_BYTES, FORMATS, describe, lookup, packet_size, size_prefix, version_name
+from .host import EngineHost
 from .queue import COPY_CHUNK, EngineQueue, Stream
 
 # Packets that move memory: they cost gpu.cost.copy(n) instead of gpu.cost.packet.
@@ -61,7 +62,7 @@ class SDMAQueue(EngineQueue):
     max_ib_depth = 1  # INDIRECT may not appear inside an IB
     fast_paths = True  # a plain COPY_LINEAR moved at once (`execute_run`): tests turn it off to compare both paths
 
-    def __init__(self, gpu, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int,
+    def __init__(self, gpu: EngineHost, name: str, ring_va: int, ring_size: int, rptr_va: int, wptr_va: int,
                  sdma_engine: SDMAEngine):
         super().__init__(gpu, name, ring_va, ring_size, rptr_va, wptr_va)
         self.sdma_engine = sdma_engine

@@ -62,6 +62,9 @@ class Event:
     waiters: list[Waiter] = field(default_factory=list)
     memory_data: bytes = bytes(32)
     hw_data: bytes = bytes(16)
+    # memory model, report mode: the clock of the interrupts that signalled it (coherence.order); a waiter it wakes
+    # joins it. None until an interrupt sets it
+    hb: dict | None = field(default=None, repr=False)
 
 
 @dataclass(eq=False)
@@ -237,7 +240,9 @@ class ProcessEvents:
     def _set_from_interrupt(self, ev: Event) -> None:
         if ev.type in _SIGNAL_TYPES:
             if self._irq_clock is not None:  # report mode: a waiter woken by it is ordered after the interrupt
-                join(ev.__dict__.setdefault("hb", {}), self._irq_clock)
+                if ev.hb is None:
+                    ev.hb = {}
+                join(ev.hb, self._irq_clock)
             self._slot(ev.id).value = k.UNSIGNALED_EVENT_SLOT  # acknowledge, then wake
             self._set_event(ev)
 
@@ -299,9 +304,9 @@ class ProcessEvents:
             args.wait_result = result
             if result == k.KFD_IOC_WAIT_RESULT_COMPLETE:
                 self._copy_event_data(waiters, args.events_ptr)
-                order = getattr(system, "order", None)
+                order = system.order
                 for w in waiters if order is not None else ():  # report mode: the host woke after the interrupts
-                    if w.activated and w.event is not None and "hb" in w.event.__dict__:
+                    if w.activated and w.event is not None and w.event.hb is not None:
                         order.host_join(w.event.hb)
             elif result == k.KFD_IOC_WAIT_RESULT_FAIL:
                 raise OSError(errno.EIO, f"{io.name}: an awaited event was destroyed")

@@ -61,6 +61,7 @@ class EmulatedSystem:
         # get None too, so they know their model came from the environment)
         self.memory_model = check_model(default_model() if memory_model is None else memory_model)
         self.memory_reports: list = []  # MemoryReport records of every GPU (hcqsim.coherence), in order
+        self.order = None  # report mode: the machine's happens-before clocks (coherence.order.Order; set by EmulatedOS)
         self.window = VaWindow()
         self.gpu_ids = make_gpu_ids(self.target.name, num_gpus)
         self.gpus = [EmulatedGPU(target, seed=seed + i, index=i, gpu_id=self.gpu_ids[i], window=self.window,

@@ -56,7 +56,11 @@ def open_devices(spec: str = "sim", count: int = 1, *, sanitize: bool = False, p
         system = EmulatedSystem(num_gpus=first + count, **sim_options)
         owner = _SimOwner(system, count)
         process = KFDProcess(system.os)
-        return [Device(process, first + i, owner=owner, **checks) for i in range(count)]
+        devs = [Device(process, first + i, owner=owner, **checks) for i in range(count)]
+        opened = getattr(sim_options.get("policy"), "devices_opened", None)
+        if opened is not None:  # a policy object that reports in the runtime's terms (strategies.Interleaver)
+            opened(devs)
+        return devs
     process = _hardware_process()
     if first + count > len(process.nodes):
         raise NoDeviceError(f"{spec} needs {first + count} GPU(s); KFD reports {len(process.nodes)}")

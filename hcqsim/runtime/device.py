@@ -1,4 +1,5 @@
-"""Devices: KFD bring-up, memory, events, hardware queues, waits, the timeline and staged copies.
+"""Devices: KFD bring-up, events, signals, kernargs, hardware queues, waits and the timeline; a Device's memory is
+runtime/allocation.py (`DeviceMemory`) and its copies runtime/copies.py (`DeviceCopies`), both parts of `Device`.
 
 All of it goes through an `OSBoundary` and GPU-visible memory. The bring-up follows HARDWARE_FACTS 1.7:
 open /dev/kfd, read the topology, open the render node, GET_VERSION, ACQUIRE_VM, RUNTIME_ENABLE, the
@@ -7,75 +8,30 @@ event page and events, then queues on demand.
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
 import time
 import weakref
 from collections import OrderedDict, deque
-from dataclasses import dataclass
 
 import numpy as np
 
 from .. import kfd_uapi as K
-from ..boundary import (KFD_PATH, MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE,
-                        PROT_READ, PROT_WRITE, OSBoundary)
+from ..boundary import KFD_PATH, MAP_SHARED, PROT_READ, PROT_WRITE, OSBoundary
 from ..errors import DeadlockError, DeviceClosedError, DeviceFault, DeviceTimeout, gpu_label
+from .allocation import (BASE_FLAGS, DEFAULT_POISON, PAGE, QUARANTINE_BYTES, QUARANTINE_COUNT,  # noqa: F401
+                         UNCACHED_FLAGS, DeviceMemory)
+from .buffer import Buffer
+from .checks import caller_location, expect  # noqa: F401
+from .copies import DIRECT_COPY_MIN, DIRECT_FLAGS, STAGING_CHUNK, DeviceCopies  # noqa: F401
 from .exclusive import Turn, exclusive
-from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, chunks, submission_sync
-from .names import buffer_label, creation_site, name_addresses, signal_label
+from .queues import SDMA_COPY_MAX, ComputeQueue, CopyQueue, HardwareRing, submission_sync
+from .names import creation_site, name_addresses, signal_label
 from .signal import SIGNAL_SIZE, Signal, check_signal_value
 from .topology import GpuNode, gpu_nodes
 
-PAGE = 4096
 EVENT_PAGE_SIZE = K.KFD_SIGNAL_EVENT_PAGE_SIZE
-BASE_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | K.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE | \
-    K.KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE
-UNCACHED_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_GTT | K.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | \
-    K.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED
-STAGING_CHUNK = 16 << 20
-# copyin/copyout of at least this many bytes go straight between the caller's pages and the device (the pages
-# registered as a USERPTR BO for the copy, as ROCr locks pageable memory): one copy instead of two through staging
-DIRECT_COPY_MIN = 4 << 20
-# how the caller's pages are registered: system memory snooped and uncached on the GPU, like the staging buffers
-DIRECT_FLAGS = K.KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | K.KFD_IOC_ALLOC_MEM_FLAGS_COHERENT | \
-    K.KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED | BASE_FLAGS
 KERNARG_ARENA = 1 << 20
 KERNARG_ARENAS = 16  # arenas with kernels in flight before a full one waits (Device._next_kernarg_arena)
 WAIT_SLICE_MS = 100
-QUARANTINE_BYTES = 64 << 30  # sanitizer: freed VA held back (reserved, unmapped) up to this much...
-QUARANTINE_COUNT = 16384  # ...and this many ranges, oldest returned first
-DEFAULT_POISON = 0xDEADBEEF
-_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__))
-_IN_RUNTIME: dict[str, bool] = {}  # source file -> inside hcqsim.runtime (caller_location)
-
-
-def caller_location() -> str:
-    """'file:line in function' of the innermost frame outside hcqsim.runtime: where the user called."""
-    f = sys._getframe(1)
-    while f is not None:
-        name = f.f_code.co_filename
-        inside = _IN_RUNTIME.get(name)
-        if inside is None:  # one path computation per source file (this runs at every free)
-            inside = _IN_RUNTIME[name] = os.path.dirname(os.path.abspath(name)) == _RUNTIME_DIR
-        if not inside:
-            break
-        f = f.f_back
-    if f is None:
-        return "unknown location"
-    return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}"
-
-
-def expect(value, kind: type, what: str):
-    """`value` if it is a `kind`, else TypeError naming the argument: a wrong type never gets as far as an
-    AttributeError from inside the runtime."""
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise TypeError(f"{what} must be {'an' if kind.__name__[0] in 'aeiouAEIOU' else 'a'} {kind.__name__}, "
-                        f"got {type(value).__name__} {value!r}")
-    return value
-
-
-def _page_align(n: int) -> int:
-    return (n + PAGE - 1) & ~(PAGE - 1)
 
 
 class KFDProcess:
@@ -122,87 +78,10 @@ class KernargArena:
         return not self.holders and all((ring.progress.value & 0xFFFFFFFF) >= seq for ring, seq in self.fence.items())
 
 
-@dataclass(eq=False)
-class Buffer:
-    """Device memory: `va` (the same address on CPU and GPU), `size`, and `view` (numpy uint8) when the CPU
-    can see it. `offset(off, size)` makes a view: a Buffer over part of this one, with its own bounds."""
-
-    device: "Device"
-    va: int
-    size: int
-    alloc_size: int
-    flags: int
-    handle: int
-    mmap_offset: int
-    _view: np.ndarray | None  # the CPU view; read it as `view`, which refuses once the device is closed
-    mapped_on: set
-    root: "Buffer | None" = None  # for a view: the allocation it is part of
-    base_offset: int = 0  # for a view: where it starts in `root`
-    freed_at: str | None = None  # where free() was called, once it was
-    # how failure reports name it (runtime/names.py); allocated_at is None for the runtime's own memory
-    name: str | None = None
-    allocated_at: str | None = None
-    number: int = 0
-
-    @property
-    def view(self) -> np.ndarray | None:
-        """numpy uint8 over the buffer's memory (None when the CPU cannot see it); DeviceClosedError once
-        the device is closed (its memory may be gone: a view of it must not be handed out)."""
-        if self.device._closed:
-            self.device._check_open()
-        return self._view
-
-    @view.setter
-    def view(self, value: np.ndarray | None) -> None:
-        self._view = value
-
-    @property
-    def host_visible(self) -> bool:
-        return self._view is not None
-
-    @property
-    def allocation(self) -> "Buffer":
-        """The allocation this buffer is (or, for a view, is part of)."""
-        return self.root or self
-
-    @property
-    def live(self) -> bool:
-        return self.allocation.freed_at is None
-
-    def offset(self, offset: int, size: int | None = None) -> "Buffer":
-        """A view of `size` bytes (default: to the end) starting `offset` bytes into this buffer. Queue
-        builders, copyin/copyout and kernels take it like a buffer and keep to its bounds."""
-        expect(offset, int, "Buffer.offset: offset")
-        size = self.size - offset if size is None else expect(size, int, "Buffer.offset: size")
-        self.check_range(offset, size, "Buffer.offset")
-        root = self.allocation
-        view = None if self.view is None else self.view[offset:offset + size]
-        return Buffer(self.device, self.va + offset, size, root.alloc_size, self.flags, self.handle, self.mmap_offset,
-                      view, root.mapped_on, root=root, base_offset=self.base_offset + offset)
-
-    def check_range(self, offset: int, nbytes: int, what: str, on: "Device | None" = None) -> None:
-        """ValueError unless this buffer is live, [offset, offset+nbytes) lies inside it, and (given `on`)
-        it is mapped on that device's GPU."""
-        root = self.allocation
-        if root.freed_at is not None:
-            raise ValueError(f"{what}: {self!r} of {self.device.label} was freed ({root.freed_at})")
-        if not (isinstance(offset, int) and isinstance(nbytes, int)) or offset < 0 or nbytes < 0 \
-                or offset + nbytes > self.size:
-            raise ValueError(f"{what}: range [{offset!r}, {offset!r} + {nbytes!r}) is outside {self!r} "
-                             f"({self.size} bytes) of {self.device.label}")
-        if on is not None and on.gpu_id not in root.mapped_on:
-            raise ValueError(f"{what}: {self!r} of {self.device.label} is not mapped on {on.label}; peer-map it "
-                             f"first (Device.map_to(buf, other))")
-
-    def __repr__(self) -> str:
-        if self.root is not None:
-            return f"Buffer(0x{self.va:x}, {self.size} B, view at +{self.base_offset} of {self.root!r})"
-        state = ", freed" if self.freed_at is not None else ""
-        return f"Buffer(0x{self.va:x}, {self.size} B, {K.describe_alloc_flags(self.flags)}{state})"
-
-
-class Device:
-    """One GPU through KFD. Use `open_device(spec)` to get one."""
+class Device(DeviceMemory, DeviceCopies):
+    """One GPU through KFD. Use `open_device(spec)` to get one. Its memory (alloc, free, map_to) is
+    `allocation.DeviceMemory`, its copies (copyin, copyout, transfer) `copies.DeviceCopies`; the state of both is
+    set here."""
 
     def __init__(self, process: KFDProcess, index: int, *, owner=None, sanitize: bool = False,
                  poison: int | bool | None = None, aql: bool = False):
@@ -290,181 +169,6 @@ class Device:
     def completion_slot(self) -> tuple[int, int]:
         """(event-page slot address, event id) that GPU commands write and interrupt with to wake waiters."""
         return self._completion_slot, self.completion_event
-
-    # -- memory ------------------------------------------------------------------------------------
-
-    def _alloc(self, size: int, flags: int, *, cpu_map: bool = True) -> Buffer:
-        alloc_size = _page_align(max(size, 1))
-        va = self.os.mmap(0, alloc_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
-        args = K.AllocMemoryOfGpuArgs(va_addr=va, size=alloc_size, gpu_id=self.gpu_id, flags=flags)
-        try:
-            self.process.ioctl(K.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
-        except OSError:
-            self.os.munmap(va, alloc_size)
-            raise
-        buf = Buffer(self, va, size, alloc_size, flags, args.handle, args.mmap_offset, None, set())
-        self._map(buf, [self.gpu_id])
-        if cpu_map:
-            self.os.mmap(va, alloc_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, self.drm_fd, args.mmap_offset)
-            buf.view = np.frombuffer((ctypes.c_uint8 * size).from_address(va), dtype=np.uint8)
-        self._buffers[va] = buf
-        return buf
-
-    def _map(self, buf: Buffer, gpu_ids: list[int]) -> None:
-        ids = (ctypes.c_uint32 * len(gpu_ids))(*gpu_ids)
-        self.process.ioctl(K.AMDKFD_IOC_MAP_MEMORY_TO_GPU, K.MapMemoryToGpuArgs(
-            handle=buf.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=len(gpu_ids)))
-        buf.mapped_on.update(gpu_ids)
-
-    @exclusive
-    def alloc(self, nbytes: int, *, host_visible: bool = True, uncached: bool = False,
-              name: str | None = None) -> Buffer:
-        """Device memory (VRAM, +PUBLIC when `host_visible`) or, `uncached`, coherent system memory (GTT).
-        Freed buffers of the same size and kind are reused (LRU). `name` (and the caller's line, recorded
-        here) is how failure reports name addresses inside it."""
-        self._check_faults()
-        expect(nbytes, int, "alloc: nbytes")
-        if name is not None:
-            expect(name, str, "alloc: name")
-        buf = self._alloc_memory(nbytes, host_visible, uncached)
-        buf.name, buf.allocated_at, buf.number = name, creation_site(), self._next_number()
-        return buf
-
-    def _next_number(self) -> int:
-        self._object_number += 1
-        return self._object_number
-
-    def _alloc_memory(self, nbytes: int, host_visible: bool, uncached: bool) -> Buffer:
-        if nbytes <= 0:
-            raise ValueError(f"allocation size must be a positive integer, got {nbytes!r} (on {self.label})")
-        if uncached:
-            flags = UNCACHED_FLAGS | BASE_FLAGS
-        else:
-            flags = K.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | BASE_FLAGS | (K.KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC if host_visible
-                                                                  else 0)
-        key = (_page_align(nbytes), flags)
-        cached = self._free_cache.get(key)
-        if cached:
-            old = cached.pop()
-            if not cached:
-                del self._free_cache[key]
-            self._cached_bytes -= old.alloc_size
-            # a new Buffer object: the freed one stays freed, so a stale reference is refused, not aliased
-            view = None if old.view is None else np.frombuffer((ctypes.c_uint8 * nbytes).from_address(old.va),
-                                                               dtype=np.uint8)
-            buf = Buffer(self, old.va, nbytes, old.alloc_size, old.flags, old.handle, old.mmap_offset, view,
-                         old.mapped_on)
-            self._buffers[buf.va] = buf
-            return buf
-        buf = self._alloc(nbytes, flags, cpu_map=uncached or host_visible)
-        if self.poison is not None:
-            self._poison(buf)
-        return buf
-
-    def _poison(self, buf: Buffer) -> None:
-        """Fill fresh memory with the poison pattern, so reads of memory nobody wrote show."""
-        if buf.view is not None:
-            whole = np.frombuffer((ctypes.c_uint8 * buf.alloc_size).from_address(buf.va), dtype=np.uint32)
-            whole[:] = self.poison
-            return
-        sig, value = self.next_timeline()
-        self.copy_queue().fill(buf.va, self.poison, buf.alloc_size).signal(sig, value).submit()
-        self.wait_value(sig, value, f"poison fill of {buf!r}")
-
-    @exclusive
-    def free(self, buf: Buffer) -> None:
-        """Return a buffer: it is kept for reuse (LRU) up to `cache_limit` bytes, then released. With the
-        sanitizer it is released at once and its VA held back, so later GPU use of it is a VM fault."""
-        self._check_open()
-        expect(buf, Buffer, "free: buf")
-        if buf.root is not None:
-            raise ValueError(f"free of {buf!r}: a view is not an allocation; free the buffer it is part of")
-        if buf.device is not self:
-            raise ValueError(f"free of {buf!r} on {self.label}: it was allocated on {buf.device.label}")
-        if buf.freed_at is not None:
-            raise ValueError(f"double free of {buf!r} on {self.label}: already freed ({buf.freed_at})")
-        if self._buffers.get(buf.va) is not buf:
-            raise ValueError(f"free of {buf!r}: not a live allocation of {self.label}")
-        del self._buffers[buf.va]
-        buf.freed_at = f"freed at {caller_location()}"
-        view, buf.view = buf.view, None  # the freed object no longer reaches the memory
-        if self.sanitize:
-            self._release(buf, quarantine=f"{buf!r} ({buffer_label(buf)}, allocated at {buf.allocated_at})")
-            return
-        cached = Buffer(self, buf.va, buf.size, buf.alloc_size, buf.flags, buf.handle, buf.mmap_offset, view,
-                        buf.mapped_on)
-        key = (cached.alloc_size, cached.flags)
-        self._free_cache.setdefault(key, []).append(cached)
-        self._free_cache.move_to_end(key)
-        self._cached_bytes += cached.alloc_size
-        while self._cached_bytes > self.cache_limit:
-            _, bufs = self._free_cache.popitem(last=False)
-            for old in bufs:
-                self._cached_bytes -= old.alloc_size
-                self._release(old)
-
-    @exclusive
-    def unmap_peers(self, buf: Buffer) -> None:
-        """Undo `map_to` of an allocation of this device: it stays mapped on this device's GPU only."""
-        self._check_open()
-        expect(buf, Buffer, "unmap_peers: buf")
-        root = buf.allocation
-        if root.device is not self:
-            raise ValueError(f"unmap_peers of {buf!r} on {self.label}: it was allocated on {root.device.label}")
-        peers = sorted(root.mapped_on - {self.gpu_id})
-        if not peers:
-            return
-        arr = (ctypes.c_uint32 * len(peers))(*peers)
-        self.process.ioctl(K.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, K.UnmapMemoryFromGpuArgs(
-            handle=root.handle, device_ids_array_ptr=ctypes.addressof(arr), n_devices=len(peers)))
-        root.mapped_on.difference_update(peers)
-
-    def _release(self, buf: Buffer, quarantine: str | None = None) -> None:
-        """Unmap from every GPU first: the driver refuses to free a BO that is still mapped (EBUSY).
-        `quarantine` (the sanitizer; what the memory was): keep the VA reserved but inaccessible for a while,
-        so nothing new lands there and a stale GPU access faults; remember it for the fault report."""
-        ids = sorted(buf.mapped_on)
-        arr = (ctypes.c_uint32 * len(ids))(*ids)
-        self.process.ioctl(K.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, K.UnmapMemoryFromGpuArgs(
-            handle=buf.handle, device_ids_array_ptr=ctypes.addressof(arr), n_devices=len(ids)))
-        buf.mapped_on.clear()
-        self.process.ioctl(K.AMDKFD_IOC_FREE_MEMORY_OF_GPU, K.FreeMemoryOfGpuArgs(handle=buf.handle))
-        buf.view = None
-        if quarantine is None:
-            self.os.munmap(buf.va, buf.alloc_size)
-            return
-        # replace the CPU mapping by a PROT_NONE reservation (a no-op on the emulator, which already did)
-        self.os.mmap(buf.va, buf.alloc_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED)
-        self._graveyard[buf.va] = (buf.alloc_size, f"{quarantine}, {buf.freed_at}")
-        self._quarantine.append((buf.va, buf.alloc_size))
-        self._quarantine_bytes += buf.alloc_size
-        while self._quarantine_bytes > QUARANTINE_BYTES or len(self._quarantine) > QUARANTINE_COUNT:
-            va, size = self._quarantine.popleft()
-            self._quarantine_bytes -= size
-            self._graveyard.pop(va, None)
-            self.os.munmap(va, size)
-
-    @exclusive
-    def freed_memory_at(self, address: int) -> str | None:
-        """Sanitizer: what freed allocation `address` falls in and where it was freed (None: none known)."""
-        for va, (size, what) in self._graveyard.items():
-            if va <= address < va + size:
-                return what
-        return None
-
-    @exclusive
-    def map_to(self, buf: "Buffer | Signal", other: "Device") -> None:
-        """Peer-map `buf` (a view: its whole allocation; a signal: the page holding it) into another device's
-        GPU address space (same VA), so that device's queues may use it."""
-        self._check_open()
-        expect(other, Device, "map_to: other")
-        if isinstance(buf, Signal):
-            buf = buf.check_live().page
-        expect(buf, Buffer, "map_to: buf (a Buffer or a Signal)")
-        buf.check_range(0, 0, "map_to")
-        root = buf.allocation
-        if other.gpu_id not in root.mapped_on:
-            root.device._map(root, [other.gpu_id])
 
     # -- signals -----------------------------------------------------------------------------------
 
@@ -852,6 +556,23 @@ class Device:
         self.faults += new
         raise DeviceFault(new)
 
+    @property
+    def memory_reports(self) -> list:
+        """The emulated memory model's records (hcqsim.coherence.MemoryReport) of this device's GPU, oldest first:
+        accesses that could have seen a stale cache line or a write not yet written back (docs/memory_model.md).
+        Empty on real hardware and under the coherent model."""
+        system = getattr(self._owner, "system", None)
+        if system is None:
+            return []
+        return [r for r in system.memory_reports if r.gpu in ("", self.label)]
+
+    def clear_memory_reports(self) -> None:
+        """Forget the records of the emulated system this device belongs to (every GPU of it): what a fuzzing
+        loop does before each example, so each example's records are its own."""
+        system = getattr(self._owner, "system", None)
+        if system is not None:
+            del system.memory_reports[:]
+
     @exclusive
     def synchronize(self, timeout_ms: int = 30_000) -> None:
         """Wait until everything submitted so far has completed: the timeline and every queue's ring.
@@ -873,120 +594,6 @@ class Device:
             if ring.seq:
                 self.wait_value(ring.progress, ring.seq, f"{ring.engine} queue drained (submission {ring.seq})",
                                 timeout_ms)
-
-    # -- staged copies -----------------------------------------------------------------------------
-
-    def _staging_buffers(self) -> list[Buffer]:
-        if not self._staging:
-            self._staging = [self._alloc(STAGING_CHUNK, UNCACHED_FLAGS | BASE_FLAGS) for _ in range(2)]
-        return self._staging
-
-    def _direct_copy(self, device_va: int, host: np.ndarray, *, to_device: bool) -> bool:
-        """Copy between the device address and the host array's own pages with the copy queue: the pages are
-        registered as a USERPTR BO (GPU VA from a fresh reservation) and mapped on this GPU for the copy, then
-        released. False, with nothing copied, when the driver will not register them (the caller stages)."""
-        addr, n = host.ctypes.data, len(host)
-        lo = addr & ~(PAGE - 1)
-        size = _page_align(addr + n - lo)
-        va = self.os.mmap(0, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
-        args = K.AllocMemoryOfGpuArgs(va_addr=va, size=size, gpu_id=self.gpu_id, flags=DIRECT_FLAGS, mmap_offset=lo)
-        try:
-            self.process.ioctl(K.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
-        except OSError:
-            self.os.munmap(va, size)
-            return False
-        pages = Buffer(self, va, size, size, DIRECT_FLAGS, args.handle, args.mmap_offset, None, set())
-        try:
-            self._map(pages, [self.gpu_id])
-            gpu_addr = va + addr - lo
-            dst, src = (device_va, gpu_addr) if to_device else (gpu_addr, device_va)
-            sig, value = self.next_timeline()
-            self.copy_queue().copy(dst, src, n).signal(sig, value).submit()
-            self.wait_value(sig, value, "copyin" if to_device else "copyout")
-        finally:
-            if pages.mapped_on:
-                self._release(pages)
-            else:  # the map failed: the BO is not in any page table
-                self.process.ioctl(K.AMDKFD_IOC_FREE_MEMORY_OF_GPU, K.FreeMemoryOfGpuArgs(handle=pages.handle))
-                self.os.munmap(va, size)
-        return True
-
-    @exclusive
-    def copyin(self, buf: Buffer, data, offset: int = 0) -> None:
-        """Host bytes -> device buffer with the copy queue: straight from the data's own pages from DIRECT_COPY_MIN
-        bytes on (`_direct_copy`), else through host staging buffers, in chunks. Ends synchronised."""
-        self._check_open()
-        expect(buf, Buffer, "copyin: buf")
-        try:
-            src = np.frombuffer(memoryview(data).cast("B"), dtype=np.uint8)
-        except TypeError:
-            raise TypeError(f"copyin: data must be a bytes-like object (bytes, bytearray, numpy array...), got "
-                            f"{type(data).__name__}") from None
-        buf.check_range(offset, len(src), "copyin", on=self)
-        if len(src) >= DIRECT_COPY_MIN and self._direct_copy(buf.va + offset, src, to_device=True):
-            self.synchronize()  # as the staged path ends
-            return
-        stages = self._staging_buffers()
-        inflight: list[tuple[Signal, int] | None] = [None, None]
-        for i, (off, n) in enumerate(chunks(len(src), STAGING_CHUNK)):
-            k = i % 2
-            if inflight[k]:
-                self.wait_value(*inflight[k], "staging buffer free")
-            stages[k].view[:n] = src[off:off + n]
-            sig, value = self.next_timeline()
-            self.copy_queue().copy(buf.va + offset + off, stages[k].va, n).signal(sig, value).submit()
-            inflight[k] = (sig, value)
-        self.synchronize()
-
-    @exclusive
-    def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0, out=None):
-        """Device buffer -> host with the copy queue (into the destination's own pages from DIRECT_COPY_MIN bytes on,
-        else through the staging buffers). Returns bytes, or fills and returns `out` (any writable buffer of at
-        least `nbytes`) when given."""
-        self._check_open()
-        expect(buf, Buffer, "copyout: buf")
-        expect(offset, int, "copyout: offset")
-        nbytes = buf.size - offset if nbytes is None else expect(nbytes, int, "copyout: nbytes")
-        buf.check_range(offset, nbytes, "copyout", on=self)
-        if out is None:
-            dst = np.empty(nbytes, np.uint8)
-        else:  # a writable buffer, checked before anything is copied
-            try:
-                view = memoryview(out).cast("B")
-            except TypeError:
-                raise TypeError(f"copyout: out must be a writable bytes-like object, got {type(out).__name__}") \
-                    from None
-            if view.readonly:
-                raise TypeError(f"copyout: out ({type(out).__name__}) is read-only; pass a bytearray or a "
-                                f"writable array")
-            dst = np.frombuffer(view, np.uint8)
-        if len(dst) < nbytes:
-            raise ValueError(f"copyout of {nbytes} bytes into a buffer of {len(dst)}")
-        if nbytes >= DIRECT_COPY_MIN and self._direct_copy(buf.va + offset, dst[:nbytes], to_device=False):
-            return dst.tobytes() if out is None else out
-        stage = self._staging_buffers()[0]
-        for off, n in chunks(nbytes, STAGING_CHUNK):
-            sig, value = self.next_timeline()
-            self.copy_queue().copy(stage.va, buf.va + offset + off, n).signal(sig, value).submit()
-            self.wait_value(sig, value, "copyout chunk")
-            dst[off:off + n] = stage.view[:n]
-        return dst.tobytes() if out is None else out
-
-    @exclusive
-    def transfer(self, dst: Buffer, src: Buffer, nbytes: int) -> tuple[Signal, int]:
-        """Copy between devices with this device's SDMA engine (dst is peer-mapped here first).
-        Returns the timeline (signal, value) that marks completion."""
-        self._check_open()
-        expect(dst, Buffer, "transfer: dst")
-        expect(src, Buffer, "transfer: src")
-        expect(nbytes, int, "transfer: nbytes")
-        src.check_range(0, nbytes, f"transfer source on {self.label}")  # before anything is mapped
-        dst.check_range(0, nbytes, f"transfer destination on {self.label}")
-        self.map_to(dst, self)
-        self.map_to(src, self)
-        sig, value = self.next_timeline()
-        self.copy_queue().copy(dst, src, nbytes).signal(sig, value).submit()
-        return sig, value
 
     # -- lifetime ----------------------------------------------------------------------------------
 

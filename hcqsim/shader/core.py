@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import EngineError, RunawayStop, SpinningWave, UnsupportedError, VMFaultError
 from ..registers import RSRC2
-from . import fast, fpmode
+from . import fast, fpmode, translate
 from .compile import InstructionCache, compile_instr, gfx9_as_gfx11
 from .decoder import decode, sext
 from .dispatch import Dispatch
@@ -91,9 +91,14 @@ class ShaderCore:
     fault the launching packet happen there, and the dispatch's waves then run as an `ActiveDispatch`, an activity
     the GPU's scheduler advances in quanta beside the queues (or `None` when nothing is left to run)."""
 
-    def __init__(self, gpu, arch: str | None = None):
+    def __init__(self, gpu, arch: str | None = None, mode: str | None = None):
         self.gpu = gpu
         self.arch = arch or gpu.target.name
+        # "interpret" (the default) or "translate": runs of covered instructions as native blocks (shader.translate)
+        self.mode = translate.mode_from_environment() if mode is None else mode
+        if self.mode not in translate.MODES:
+            raise ValueError(f"shader mode {self.mode!r}: expected one of {translate.MODES}")
+        self.translator = translate.Translator(self.arch) if self.mode == "translate" else None
         self._compiled = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> closure, across dispatches (LRU)
         self._polls = InstructionCache()  # (pc, words, lanes, vgprs, acc) -> (instruction, address function)
         self._recent: dict = {}  # fast path: (lanes, vgprs, acc) -> {pc: (the 16 code bytes, closure) last run there}
@@ -152,9 +157,11 @@ class ShaderCore:
                 if sorted(order) != list(range(n_groups)):
                     raise ValueError(f"workgroup_order({n_groups}) must return a permutation of range({n_groups})")
                 batch_groups = n_groups if n_groups * waves_per_group * per_wave <= BATCH_BYTES else batch_groups
-        return ActiveDispatch(self, queue, d, rsrc2, scratch, lanes, vgprs, waves_per_group, n_groups, batch_groups,
-                              total_waves, order, getattr(policy, "choose_waves", None),
-                              getattr(policy, "split_waves", None))
+        act = ActiveDispatch(self, queue, d, rsrc2, scratch, lanes, vgprs, waves_per_group, n_groups, batch_groups,
+                             total_waves, order, getattr(policy, "choose_waves", None),
+                             getattr(policy, "split_waves", None))
+        act.change_point = getattr(policy, "memory_change_point", None)
+        return act
 
     def dispatch(self, queue, d: Dispatch) -> int:
         """Launch and run to completion at once (no interleaving): the number of waves launched."""
@@ -390,6 +397,7 @@ def _classify(run) -> None:
     local = name.startswith("ds_")
     run.writes = not local and any(p in name for p in _WRITES)
     run.loads = not local and any(p in name for p in _POLLS)
+    run.global_memory = (run.writes or run.loads) and not name.startswith("s_")  # where change points may fall
     run.chunked = getattr(run, "chunked", None)  # a memory-writing instruction's own chunked fast path, if any
     run.syncs = bool(getattr(run, "barrier", False) or getattr(run, "ends", False))  # barriers may release after it
 
@@ -424,6 +432,9 @@ class ActiveDispatch:
         if core.arch == "gfx942":  # AccVGPRs follow the architectural VGPRs: RSRC3.ACCUM_OFFSET, in 4-register units
             self.ctx.accum_offset = min(vgprs, ((d.rsrc3 & 0x3F) + 1) * 4)
         self.done = False
+        # the policy's `memory_change_point() -> bool`, asked after each global memory or atomic instruction: True
+        # ends this turn of the dispatch there (a PCT change point: the scheduler decides again), None: never asked
+        self.change_point = None
         self.steps = 0  # issue steps so far, against the kernel's runaway bound
         self.W: Waves | None = None
         self.batch_ids: np.ndarray | None = None  # [groups in batch, 3] workgroup ids of the running batch
@@ -442,6 +453,9 @@ class ActiveDispatch:
         self._fair = False
         self.changed_at = 0  # the issue step of the last store that changed memory (any store before watching)
         self.home_slot = 0  # memory model: the CU slot of the running batch's first wave (`_placement`)
+        # memory model, report mode: (launch clock, lane, counter) of this dispatch (coherence.order.Order.launched,
+        # set by CacheModel.launched); None with no happens-before bookkeeping
+        self.hb_epoch: tuple[dict, int, int] | None = None
 
     @property
     def name(self) -> str:
@@ -496,12 +510,14 @@ class ActiveDispatch:
     def _execute(self):
         core, d, ctx = self.core, self.d, self.ctx
         stats = core.stats
-        choose, split = self.choose_waves, self.split_waves
+        choose, split, change = self.choose_waves, self.split_waves, self.change_point
         model, slots = core.gpu.coherence, None
         # waves per chunk when a whole batch issues one instruction (`_run_chunked`); 0: never chunked
         chunk = max(1, CHUNK_LANES // self.lanes) if model is None and fast.enabled else 0
         together = choose is None and split is None and fast.enabled  # no policy to ask which waves issue
         quick_fetch, find, string_at = core._fetch is None and fast.enabled, core.gpu.memory.find, ctypes.string_at
+        memory = core.gpu.memory
+        translator = core.translator if model is None and core._fetch is None else None
         for start in range(0, self.n_groups, self.batch_groups):
             self.batch_ids = batch = self._batch(start)
             W = core._launch(d, self.rsrc2, batch, self.lanes, self.vgprs, self.wpg)
@@ -529,6 +545,39 @@ class ActiveDispatch:
                         if w:
                             continue
                         break
+                if translator is not None and w.__class__ is slice and together and not self._fair \
+                        and not W.flushing:
+                    # translate mode: every wave issues here, no policy, no memory model, no flushing float mode; a
+                    # block runs only when the budget and the runaway bound cover all its steps and, while a spin
+                    # watch runs, when its steps before the last fall in the watch's quiet phase (SpinWatch.skip)
+                    blk = translator.block(pc, W, memory, ctx, d.pgm_addr)
+                    if blk is not None and blk.steps <= self._budget and \
+                            self.steps + blk.steps <= core.max_kernel_steps and \
+                            (not self.watching or self.spin.skip(blk.steps)):
+                        blk.run(W)
+                        n = blk.steps
+                        self.steps += n
+                        stats["issue_steps"] += n
+                        stats["wave_instructions"] += n * sel.size
+                        stats["lane_instructions"] += n * sel.size * W.lanes
+                        translator.stats["block_runs"] += 1
+                        translator.stats["block_steps"] += n
+                        if self.watching:  # the block's last step as the interpreter ends each step
+                            self._budget -= n - 1
+                            self._last_issue[sel] = self.steps
+                            if (self.spin.step(W) or self.spin.looped) and not self._starved(W) \
+                                    and self.spin.verdict:
+                                self._spin_epoch = (MEMORY[0], RUNS[0])
+                                yield
+                                continue
+                            self._budget -= 1
+                        else:
+                            if W.n > 1 and not blk.branches:  # every wave stepped its PC past the block: the
+                                lockstep = (pc + blk.size, sel, w)  # issue _pick would choose (after a branch, _pick)
+                            self._budget -= n
+                        if self._budget <= 0:
+                            yield
+                        continue
                 if slots is not None:  # the fetch goes through the first selected wave's CU
                     model.slot = int(slots[sel[0]])
                 run = None
@@ -591,6 +640,8 @@ class ActiveDispatch:
                 self._budget -= 1
                 if self._budget <= 0:
                     yield
+                elif change is not None and run.global_memory and change():
+                    yield  # a change point: the turn ends after this memory access
         for action in self.on_done:
             action()
 

@@ -460,8 +460,11 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
         g = W.group[w]
         return _active(W, np.broadcast_to(g[:, None], lanes.shape), lanes)
 
-    def addresses(W, w, lanes):
-        return _active(W, W.v[w, addr_reg], lanes).astype(np.int64)
+    def addresses(W, w, lanes, offset):
+        """Each active lane's LDS address: ADDR + the instruction offset in a 32-bit adder, so a "negative" ADDR
+        (0xFFFFFFE0) plus offset:64 is 0x20 (LLVM folds constants into DS offsets over any base on gfx7+:
+        GCNSubtarget::hasUsableDSOffset); the sum is then checked against the LDS size."""
+        return (_active(W, W.v[w, addr_reg], lanes).astype(np.int64) + offset) & 0xFFFFFFFF
 
     if op in ("bpermute_b32", "permute_b32", "swizzle_b32"):
         return _compile_lane_shuffle(instr, ctx, op)
@@ -473,19 +476,19 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
         if op.startswith("load"):
             def run(W, w):
                 lanes = W.exec_lanes(w)
-                g, a = lane_groups(W, w, lanes), addresses(W, w, lanes)
-                first = _lds_load(W, g, a + off0 * scale, width).view(U32).reshape(-1, ndw)
-                second = _lds_load(W, g, a + off1 * scale, width).view(U32).reshape(-1, ndw)
+                g = lane_groups(W, w, lanes)
+                first = _lds_load(W, g, addresses(W, w, lanes, off0 * scale), width).view(U32).reshape(-1, ndw)
+                second = _lds_load(W, g, addresses(W, w, lanes, off1 * scale), width).view(U32).reshape(-1, ndw)
                 scatter_dwords(W, w, dst, lanes, np.concatenate([first, second], axis=1))
                 step(W, w)
             return run
 
         def run(W, w):
             lanes = W.exec_lanes(w)
-            g, a = lane_groups(W, w, lanes), addresses(W, w, lanes)
+            g = lane_groups(W, w, lanes)
             for reg, off in ((d0, off0), (d1, off1)):
                 regs = _active(W, np.stack([W.v[w, reg + i] for i in range(ndw)], axis=-1), lanes)
-                _lds_store(W, g, a + off * scale, np.ascontiguousarray(regs.astype(U32)).view(np.uint8).reshape(-1, width))
+                _lds_store(W, g, addresses(W, w, lanes, off * scale), np.ascontiguousarray(regs.astype(U32)).view(np.uint8).reshape(-1, width))
             step(W, w)
         return run
     offset = off0 | off1 << 8
@@ -498,7 +501,7 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
 
             def run(W, w):
                 lanes = W.exec_lanes(w)
-                data = _lds_load(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, nbytes)
+                data = _lds_load(W, lane_groups(W, w, lanes), addresses(W, w, lanes, offset), nbytes)
                 merge_half(W, w, dst, lanes, data.view(ext).reshape(-1).astype(np.int64).astype(U16), hi)
                 step(W, w)
             return run
@@ -506,7 +509,7 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
         def run(W, w):
             lanes = W.exec_lanes(w)
             data = (W.v[w, d0][lanes] >> U32(16)).astype(U16).view(np.uint8).reshape(-1, 2)[:, :nbytes]
-            _lds_store(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, np.ascontiguousarray(data))
+            _lds_store(W, lane_groups(W, w, lanes), addresses(W, w, lanes, offset), np.ascontiguousarray(data))
             step(W, w)
         return run
     if op.startswith("load_") and op[5:] in _DS_LOAD:
@@ -522,7 +525,7 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
                     W.v[w, dst] = got
                     step(W, w)
                     return
-            data = _lds_load(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, nbytes)
+            data = _lds_load(W, lane_groups(W, w, lanes), addresses(W, w, lanes, offset), nbytes)
             if nbytes < 4:
                 dt = {1: np.int8 if signed else np.uint8, 2: np.int16 if signed else np.uint16}[nbytes]
                 vals = data.view(dt).reshape(-1).astype(np.int64).astype(U32)[:, None]
@@ -539,7 +542,7 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
             lanes = W.exec_lanes(w)
             regs = _active(W, np.stack([W.v[w, d0 + i] for i in range(ndw)], axis=-1), lanes)
             data = np.ascontiguousarray(regs.astype(U32)).view(np.uint8).reshape(-1, 4 * ndw)[:, :nbytes]
-            _lds_store(W, lane_groups(W, w, lanes), addresses(W, w, lanes) + offset, np.ascontiguousarray(data))
+            _lds_store(W, lane_groups(W, w, lanes), addresses(W, w, lanes, offset), np.ascontiguousarray(data))
             step(W, w)
         return run
     # LDS atomics: ds_add_u32, ds_add_rtn_u32, ds_cmpstore_b32, ds_max_i32 ...
@@ -558,17 +561,20 @@ def compile_ds(instr: Instr, ctx: Context) -> Run:
 
     def run(W, w):
         lanes = W.exec_lanes(w)
-        g, a = lane_groups(W, w, lanes), addresses(W, w, lanes) + offset
-        flat_addr = g * W.lds.shape[1] + a  # one address space over all groups' LDS
+        g, a = lane_groups(W, w, lanes), addresses(W, w, lanes, offset)
+        inside = a + size <= W.lds.shape[1]  # outside the allocation: nothing changes, the lane reads 0
+        flat_addr = (g * W.lds.shape[1] + a)[inside]  # one address space over all groups' LDS
         vals = np.ascontiguousarray(np.stack([W.v[w, d0 + i] for i in range(ndw)], axis=-1)[lanes]).view(dt).reshape(-1)
         # ds_cmpstore: data0 is the new value, data1 the compare value (MEM = MEM == cmp ? src : MEM)
         cmps = np.ascontiguousarray(np.stack([W.v[w, d1 + i] for i in range(ndw)], axis=-1)[lanes]).view(dt).reshape(-1) \
             if cmpswap else vals
+        vals, cmps = vals[inside], cmps[inside]
         old_of = lambda fa: _lds_load(W, fa // W.lds.shape[1], fa % W.lds.shape[1], size).view(dt).reshape(-1)
         write = lambda fa, v: _lds_store(W, fa // W.lds.shape[1], fa % W.lds.shape[1],
                                          np.ascontiguousarray(np.asarray(v, dt)).view(np.uint8).reshape(-1, size))
-        rets = apply_atomics(old_of, write, flat_addr, vals, cmps, fn, dt, cmpswap) if flat_addr.size else \
-            np.zeros(0, dt)
+        rets = np.zeros(inside.size, dt)
+        if flat_addr.size:
+            rets[inside] = apply_atomics(old_of, write, flat_addr, vals, cmps, fn, dt, cmpswap)
         if returns:
             scatter_dwords(W, w, dst, lanes, np.ascontiguousarray(rets).view(U32).reshape(-1, ndw))
         step(W, w)

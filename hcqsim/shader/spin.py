@@ -138,6 +138,23 @@ class SpinWatch:
             self.snap = Snapshot(W, snap.power * 2)
         return False
 
+    def skip(self, k: int) -> bool:
+        """Before a translated block of `k` issue steps (shader.translate): account its first k - 1 steps as `step`
+        would, and True, when they all fall in the quiet phase (no snapshot held, none taken during them: `step`
+        only counts there, so the states they pass through are never looked at); the caller then calls `step` for
+        the k-th. False, with nothing changed, otherwise."""
+        if self.snap is not None or self.counting is not None:
+            return False
+        quiet, wait = self.quiet, self.wait
+        for _ in range(k - 1):
+            quiet += 1
+            if quiet < QUIET_STEPS or wait > 0:
+                wait -= 1
+            else:
+                return False  # a snapshot would be taken inside the block
+        self.quiet, self.wait = quiet, wait
+        return True
+
     def _start(self, W) -> bool:
         """After QUIET_STEPS steps without a write of its own (and any backoff), take a snapshot: a kernel that
         stores as it goes never pays for copies."""

@@ -92,6 +92,17 @@ FLOAT_TERNARY = ("fma", "fmuladd")
 ICMP_PREDS = ("eq", "ne", "ugt", "uge", "ult", "ule", "sgt", "sge", "slt", "sle")
 FCMP_PREDS = ("oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt", "uge", "ult", "ule", "une", "uno")
 WAVE_OPS = ("readfirstlane", "readlane", "ballot", "mbcnt")
+# cross-lane moves of 8/16/32-bit values: through LDS (`lds.swap`, `lds.rake`) or the crossbar / DPP
+# (`dpp`, `swizzle`, `bpermute`, on i32 after zext/sext, truncated back, as rocPRIM moves bytes)
+LOCAL = 64  # work-items per workgroup (the runner launches 128 lanes in 2 workgroups)
+LDS_OPS = ("lds.swap", "lds.rake")
+SHUFFLE_OPS = ("dpp", "swizzle", "bpermute")
+LDS_TYPES = ("i8", "i16", "i32", "i64", "f16", "f32", "f64", "v4i8", "v2i16", "v2f16", "v2i32", "v2f32")
+SHUFFLE_TYPES = ("i8", "i16", "i32")
+RAKE_STRIDES = (8, 16, 32)  # lanes below the stride fold LDS[tid], LDS[tid + stride], ... < LOCAL; the third
+# attribute keeps the loop a loop (llvm.loop.unroll.disable): loop strength reduction then makes LDS bases below 0
+SWAP_MODES = ("xor", "rev", "rot", "down")  # LDS[tid ^ k], LDS[LOCAL-1-tid], LDS[(tid + k) % LOCAL], LDS[tid - k | tid]
+DPP_CONTROLS = ("quad_perm", "row_shl", "row_shr", "row_ror", "row_mirror", "row_half_mirror")
 SQRT_TYPES = ("f32", "f64")  # f16 sqrt is not correctly rounded on hardware (v_sqrt_f16)
 
 
@@ -189,6 +200,13 @@ def _signatures() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
     add("readlane", "i32", ("i32",))
     add("ballot", "i64", ("i1",))
     add("mbcnt", "i32", ("i32", "i32"))
+    for t in LDS_TYPES:
+        for op in LDS_OPS:
+            add(op, t, (t,))
+    for t in SHUFFLE_TYPES:
+        add("dpp", t, (t, t))  # (old, src): lanes whose source is outside the row keep `old` (or read 0)
+        add("swizzle", t, (t,))
+        add("bpermute", t, (t,))
     return sig
 
 
@@ -196,7 +214,7 @@ SIGNATURES = _signatures()
 
 # how often each op is drawn (ops not listed: 1)
 WEIGHTS = {"fneg": 3, "fabs": 3, "copysign": 2, "select": 3, "icmp": 2, "fcmp": 3, "fadd": 2, "fmul": 2, "fma": 2, "fmuladd": 2, "add": 2,
-           "if": 2, "loop": 2, "trunc": 2, "zext": 2, "sext": 2, "sitofp": 2, "uitofp": 2, "fptosi.sat": 2,
+           "if": 2, "loop": 2, "lds.rake": 2, "lds.swap": 2, "dpp": 2, "trunc": 2, "zext": 2, "sext": 2, "sitofp": 2, "uitofp": 2, "fptosi.sat": 2,
            "fptoui.sat": 2}
 
 ALL_OPS = tuple(SIGNATURES)
@@ -280,6 +298,22 @@ def _attr(draw, op: str, res: str, args: tuple[str, ...]) -> tuple:
         return (draw(st.sampled_from(ops)), draw(st.sampled_from(ops)), draw(st.booleans()))
     if op == "loop":
         return (draw(st.sampled_from(binops(res))),)
+    if op == "lds.rake":
+        return (draw(st.sampled_from(binops(res))), draw(st.sampled_from(RAKE_STRIDES)), draw(st.booleans()))
+    if op == "lds.swap":
+        return (draw(st.sampled_from(SWAP_MODES)), draw(st.integers(1, LOCAL - 1)))
+    if op == "dpp":
+        kind = draw(st.sampled_from(DPP_CONTROLS))
+        n = {"quad_perm": draw(st.integers(0, 255)), "row_mirror": 0, "row_half_mirror": 0}.get(
+            kind, draw(st.integers(1, 15)))
+        return (kind, n, draw(st.booleans()), draw(st.booleans()))  # control, bound_ctrl, sign-extend to i32
+    if op == "swizzle":  # bit-mask mode within 32 lanes (and, or, xor masks) or quad-permute mode
+        if draw(st.booleans()):
+            return ("quad_perm", draw(st.integers(0, 255)), draw(st.booleans()))
+        return ("bitmask", draw(st.integers(0, 31)) | draw(st.integers(0, 31)) << 5 | draw(st.integers(0, 31)) << 10,
+                draw(st.booleans()))
+    if op == "bpermute":  # lane (lane ^ k) of the wave, k < 64 (wave32: k & 31)
+        return (draw(st.integers(1, 63)), draw(st.booleans()))
     return ()
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from . import fp
-from .dag import VECTORS, WIDTH, Node, Program, count, elem, is_float
+from .dag import LOCAL, VECTORS, WIDTH, Node, Program, count, elem, is_float
 
 LLTYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "f16": "half", "f32": "float",
           "f64": "double"}
@@ -131,6 +131,8 @@ class Emitter:
         self.decls: dict[str, str] = {}
         self.block = "entry"
         self.operand: dict[int, str] = {}
+        self.globals: list[str] = []  # LDS arrays
+        self.metadata: list[str] = []  # loop metadata (one node, shared by every loop that asks for it)
 
     def declare(self, ret: str, name: str, params: list[str]) -> str:
         self.decls[name] = f"declare {ret} @{name}({', '.join(params)})"
@@ -267,6 +269,10 @@ class Emitter:
             L(f"  br label %b{i}.j")
             self.new_block(f"b{i}.j")
             L(f"  {dst} = phi {T} [{dst}.t, %b{i}.t], [{dst}.f, %b{i}.f]")
+        elif node.op in ("lds.swap", "lds.rake"):
+            self.lds(i, node, ops[0])
+        elif node.op in ("dpp", "swizzle", "bpermute"):
+            self.shuffle(i, node, ops)
         elif node.op == "loop":
             prev = self.block
             L(f"  {dst}.n = and i32 {ops[1]}, 7")
@@ -284,6 +290,114 @@ class Emitter:
         else:
             self.emit_op(dst, node.op, node.ty, arg_tys, ops, node.attr)
         self.operand[i] = dst
+
+    def lds(self, i: int, node: Node, x: str) -> None:
+        """Every lane stores x at element tid of a workgroup array of its own, a barrier, then either a load of
+        another lane's element (lds.swap) or, on lanes below the stride, a raking fold of every stride-th element
+        in a loop (lds.rake: rocPRIM's raking reduce; loop strength reduction makes LDS bases below zero)."""
+        L = self.lines.append
+        T = LLTYPE[node.ty]
+        dst, arr = f"%v{i}", f"@lds{i}"
+        self.globals.append(f"{arr} = internal addrspace(3) global [{LOCAL} x {T}] poison, align 16")
+        self.declare("void", "llvm.amdgcn.s.barrier", [])
+        L(f"  {dst}.sp = getelementptr inbounds [{LOCAL} x {T}], ptr addrspace(3) {arr}, i32 0, i32 %tid")
+        L(f"  store {T} {x}, ptr addrspace(3) {dst}.sp")
+        L('  fence syncscope("workgroup") release')
+        L("  call void @llvm.amdgcn.s.barrier()")
+        L('  fence syncscope("workgroup") acquire')
+        if node.op == "lds.swap":
+            mode, k = node.attr
+            if mode == "xor":
+                L(f"  {dst}.ix = xor i32 %tid, {k}")
+            elif mode == "rev":
+                L(f"  {dst}.ix = sub i32 {LOCAL - 1}, %tid")
+            elif mode == "rot":
+                L(f"  {dst}.s = add i32 %tid, {k}")
+                L(f"  {dst}.ix = and i32 {dst}.s, {LOCAL - 1}")
+            else:  # down: LDS[tid - k] where tid >= k, else the lane's own element
+                L(f"  {dst}.ge = icmp uge i32 %tid, {k}")
+                L(f"  {dst}.s = sub i32 %tid, {k}")
+                L(f"  {dst}.ix = select i1 {dst}.ge, i32 {dst}.s, i32 %tid")
+            L(f"  {dst}.lp = getelementptr inbounds [{LOCAL} x {T}], ptr addrspace(3) {arr}, i32 0, i32 {dst}.ix")
+            L(f"  {dst} = load {T}, ptr addrspace(3) {dst}.lp")
+            return
+        op, stride = node.attr[:2]
+        keep = len(node.attr) > 2 and node.attr[2]
+        prev = self.block
+        L(f"  {dst}.c = icmp ult i32 %tid, {stride}")
+        L(f"  br i1 {dst}.c, label %b{i}.r, label %b{i}.j")
+        self.new_block(f"b{i}.r")
+        L(f"  {dst}.a0 = load {T}, ptr addrspace(3) {dst}.sp")
+        if keep:
+            # a pointer that starts one stride before the lane's element and loads two strides on, in a loop kept
+            # a loop: at O0 LLVM emits rocPRIM's `v_sub_nc_u32 v, tid, stride` + `ds_load ... offset:2*stride*size`
+            # (an LDS base below zero on lanes below the stride)
+            L(f"  {dst}.b = sub i32 %tid, {stride}")
+            L(f"  {dst}.p0 = getelementptr {T}, ptr addrspace(3) {arr}, i32 {dst}.b")
+        else:
+            L(f"  {dst}.i0 = add i32 %tid, {stride}")
+        L(f"  br label %b{i}.h")
+        self.new_block(f"b{i}.h")
+        if keep:
+            L(f"  {dst}.k = phi i32 [1, %b{i}.r], [{dst}.k1, %b{i}.h]")
+            L(f"  {dst}.p = phi ptr addrspace(3) [{dst}.p0, %b{i}.r], [{dst}.p1, %b{i}.h]")
+            L(f"  {dst}.acc = phi {T} [{dst}.a0, %b{i}.r], [{dst}.nx, %b{i}.h]")
+            L(f"  {dst}.lp = getelementptr {T}, ptr addrspace(3) {dst}.p, i32 {2 * stride}")
+        else:
+            L(f"  {dst}.ix = phi i32 [{dst}.i0, %b{i}.r], [{dst}.i1, %b{i}.h]")
+            L(f"  {dst}.acc = phi {T} [{dst}.a0, %b{i}.r], [{dst}.nx, %b{i}.h]")
+            L(f"  {dst}.lp = getelementptr inbounds [{LOCAL} x {T}], ptr addrspace(3) {arr}, i32 0, i32 {dst}.ix")
+        L(f"  {dst}.e = load {T}, ptr addrspace(3) {dst}.lp")
+        self.emit_op(f"{dst}.nx", op, node.ty, (node.ty, node.ty), [f"{dst}.acc", f"{dst}.e"], ())
+        if keep:
+            L(f"  {dst}.p1 = getelementptr {T}, ptr addrspace(3) {dst}.p, i32 {stride}")
+            L(f"  {dst}.k1 = add i32 {dst}.k, 1")
+            L(f"  {dst}.more = icmp ult i32 {dst}.k1, {LOCAL // stride}")
+            L(f"  br i1 {dst}.more, label %b{i}.h, label %b{i}.x, !llvm.loop !0")
+            self.metadata = ['!0 = distinct !{!0, !1}', '!1 = !{!"llvm.loop.unroll.disable"}']
+        else:
+            L(f"  {dst}.i1 = add i32 {dst}.ix, {stride}")
+            L(f"  {dst}.more = icmp ult i32 {dst}.i1, {LOCAL}")
+            L(f"  br i1 {dst}.more, label %b{i}.h, label %b{i}.x")
+        self.new_block(f"b{i}.x")
+        L(f"  br label %b{i}.j")
+        self.new_block(f"b{i}.j")
+        L(f"  {dst} = phi {T} [{x}, %{prev}], [{dst}.nx, %b{i}.x]")
+
+    def shuffle(self, i: int, node: Node, ops: list[str]) -> None:
+        """A cross-lane move of an i8/i16/i32 value as rocPRIM writes it: extended to i32 (zext or sext), moved by
+        llvm.amdgcn.update.dpp / ds.swizzle / ds.bpermute, truncated back."""
+        L = self.lines.append
+        T = LLTYPE[node.ty]
+        dst = f"%v{i}"
+        sext = node.attr[-1]
+        wide = []
+        for k, o in enumerate(ops):
+            if node.ty == "i32":
+                wide.append(o)
+            else:
+                L(f"  {dst}.w{k} = {'sext' if sext else 'zext'} {T} {o} to i32")
+                wide.append(f"{dst}.w{k}")
+        out = dst if node.ty == "i32" else f"{dst}.m"
+        if node.op == "dpp":
+            kind, n, bound, _ = node.attr
+            ctrl = {"quad_perm": n, "row_shl": 0x100 + n, "row_shr": 0x110 + n, "row_ror": 0x120 + n,
+                    "row_mirror": 0x140, "row_half_mirror": 0x141}[kind]
+            self.call(out, "i32", "llvm.amdgcn.update.dpp.i32",
+                      [("i32", wide[0]), ("i32", wide[1]), ("i32", str(ctrl)), ("i32", "15"), ("i32", "15"),
+                       ("i1", "true" if bound else "false")])
+        elif node.op == "swizzle":
+            mode, n, _ = node.attr
+            pattern = 0x8000 | n if mode == "quad_perm" else n
+            self.call(out, "i32", "llvm.amdgcn.ds.swizzle", [("i32", wide[0]), ("i32", str(pattern))])
+        else:
+            k = node.attr[0] % self.wave
+            L(f"  {dst}.l = and i32 %tid, {self.wave - 1}")
+            L(f"  {dst}.s = xor i32 {dst}.l, {k}")
+            L(f"  {dst}.a = shl i32 {dst}.s, 2")
+            self.call(out, "i32", "llvm.amdgcn.ds.bpermute", [("i32", f"{dst}.a"), ("i32", wide[0])])
+        if node.ty != "i32":
+            L(f"  {dst} = trunc i32 {out} to {T}")
 
     def kernel(self) -> str:
         slots = input_slots(self.prog)
@@ -303,7 +417,8 @@ class Emitter:
             self.lines.append(f"  store {T} {val}, ptr addrspace(1) %o{o}.p")
         head = ("define amdgpu_kernel void @fuzz(ptr addrspace(1) noalias readonly %in, "
                 "ptr addrspace(1) noalias readonly %uni, ptr addrspace(1) noalias %out) {\nentry:\n")
-        return ("\n".join(self.decls.values()) + "\n\n" + head + GID + "\n".join(self.lines) + "\n  ret void\n}\n")
+        return ("\n".join(self.globals + list(self.decls.values())) + "\n\n" + head + GID + "\n".join(self.lines)
+                + "\n  ret void\n}\n" + "".join(m + "\n" for m in self.metadata))
 
 
 def vector_cond(ty: str) -> str:

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import fp
-from .dag import VECTORS, WIDTH, Node, Program, count, elem, is_float
+from .dag import LOCAL, VECTORS, WIDTH, Node, Program, count, elem, is_float
 
 
 class Marker:
@@ -501,6 +501,26 @@ def _apply_float(op, ty, arg_tys, args, attr, choices, key):
 # a whole program over all lanes
 
 
+def dpp_source(kind: str, n: int, lane: int) -> int | None:
+    """The lane whose value `lane` reads under a DPP16 control, None past the edge of its row of 16 lanes (the
+    RDNA3 / GFX9 guides' DPP_CTRL list: quad_perm within the quad, row_shl:n n lanes up, row_shr:n n lanes down,
+    row_ror:n rotated down within the row, row_mirror / row_half_mirror reversed row / half row)."""
+    base, idx = lane - lane % 16, lane % 16
+    if kind == "quad_perm":
+        return lane - lane % 4 + (n >> 2 * (lane % 4) & 3)
+    if kind == "row_shl":
+        return lane + n if idx + n < 16 else None
+    if kind == "row_shr":
+        return lane - n if idx >= n else None
+    if kind == "row_ror":
+        return base + (idx - n) % 16
+    if kind == "row_mirror":
+        return base + 15 - idx
+    if kind == "row_half_mirror":
+        return lane - lane % 8 + 7 - lane % 8
+    raise ValueError(kind)
+
+
 @dataclass
 class Launch:
     """The lanes a program runs on: `lanes` work-items in waves of `wave` (all launched lanes active)."""
@@ -546,6 +566,43 @@ def evaluate(prog: Program, inputs: dict[int, list[int]], launch: Launch, choice
                 for _ in range(cnt & 7):
                     acc = apply(body, node.ty, (node.ty, node.ty), (acc, argv[2][lane]), (), choices, (i, "body"))
                 out.append(acc)
+        elif op == "lds.swap":
+            mode, k = node.attr
+            out = []
+            for lane in range(n):
+                tid = lane % LOCAL
+                src = {"xor": tid ^ k, "rev": LOCAL - 1 - tid, "rot": (tid + k) % LOCAL,
+                       "down": tid - k if tid >= k else tid}[mode]
+                out.append(argv[0][lane - tid + src])
+        elif op == "lds.rake":
+            body, stride = node.attr[:2]
+            out = []
+            for lane in range(n):
+                tid = lane % LOCAL
+                acc = argv[0][lane]
+                if tid < stride:
+                    for src in range(tid + stride, LOCAL, stride):
+                        acc = apply(body, node.ty, (node.ty, node.ty), (acc, argv[0][lane - tid + src]), (), choices,
+                                    (i, "rake"))
+                out.append(acc)
+        elif op == "dpp":
+            kind, ctl, bound, _ = node.attr
+            out = []
+            for lane in range(n):
+                src = dpp_source(kind, ctl, lane)
+                out.append(argv[1][src] if src is not None else 0 if bound else argv[0][lane])
+        elif op == "swizzle":
+            mode, ctl, _ = node.attr
+            out = []
+            for lane in range(n):
+                if mode == "quad_perm":
+                    src = lane - lane % 4 + (ctl >> 2 * (lane % 4) & 3)
+                else:
+                    src = lane - lane % 32 + ((((lane % 32) & ctl) | (ctl >> 5 & 31)) ^ (ctl >> 10 & 31))
+                out.append(argv[0][src])
+        elif op == "bpermute":
+            k = node.attr[0] % ws
+            out = [argv[0][lane - lane % ws + ((lane % ws) ^ k)] for lane in range(n)]
         elif op in ("readfirstlane", "readlane"):
             k = 0 if op == "readfirstlane" else node.attr[0] % ws
             out = [argv[0][lane - lane % ws + k] for lane in range(n)]

@@ -24,7 +24,7 @@ from .emit import REGION, input_slots, kernel_ir
 from .evaluate import NAN_ANY, NAN_Q, UNKNOWN, Choices, Launch, Marker, evaluate
 
 LANES = 128
-LOCAL = 64
+LOCAL = dag.LOCAL  # work-items per workgroup: the LDS operations of the grammar assume it
 WAVE = {"gfx1100": 32, "gfx942": 64}
 FILL = 0xA5  # the output buffer's bytes before the kernel runs
 MAX_CHOICE_VECTORS = 64
