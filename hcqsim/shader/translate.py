@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import tempfile
 import threading
 import time
 
@@ -255,10 +256,13 @@ class _Emit:
 class Block:
     """A translated block: `steps` instructions, `size` bytes of code starting at `pc`, `code` their bytes."""
 
-    def __init__(self, pc: int, code: bytes, steps: int, texts: list[str], fn, writes_exec: bool, ir: str,
+    def __init__(self, pc: int, code: bytes, steps: int, texts: list[str], entry, writes_exec: bool, ir: str,
                  branches: bool = False):
         self.pc, self.code, self.steps, self.size = pc, code, steps, len(code)
-        self.texts, self.fn, self.writes_exec, self.ir = texts, fn, writes_exec, ir
+        self.entry = entry  # COMPILED's [function, IR, tier, symbol]: shared by blocks of the same code
+        self.fn = entry[0]
+        self.texts, self.writes_exec, self.ir = texts, writes_exec, ir
+        self.runs = 0
         self.branches = branches  # ends with a branch: the waves' PCs may differ after it
 
     def run(self, W) -> None:
@@ -266,6 +270,11 @@ class Block:
         if v.strides != (W.lanes * 4, W.n * W.lanes * 4, 4) or not W.s.flags.c_contiguous \
                 or not W.pc.flags.c_contiguous:
             raise AssertionError("translated block: the Waves layout is not the one the block was compiled for")
+        self.runs += 1
+        if self.runs == TIER_UP and TIER_UP:
+            tier_up(self.entry)
+        if self.fn is not self.entry[0]:
+            self.fn = self.entry[0]
         self.fn(v.ctypes.data, W.s.ctypes.data, W.scc.ctypes.data, W.pc.ctypes.data, W.n)  # PCs stepped there too
         if self.writes_exec:
             W.exec_written()
@@ -643,36 +652,128 @@ exit:
 # -- compilation -------------------------------------------------------------------------------------------------
 
 _lock = threading.Lock()
-_engine = None
-_machine = None
+_engines: dict = {}  # tier -> one MCJIT engine (with its target machine); every block of a tier is a module in it
 _SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_int64)
-COMPILED: dict = {}  # (version, arch, lanes, vgprs, code bytes) -> (ctypes function, IR text)
-STATS = {"blocks": 0, "compile_s": 0.0, "instructions": 0}
+COMPILED: dict = {}  # (version, arch, lanes, vgprs, code bytes) -> [ctypes function, IR text, tier, symbol]
+STATS = {"blocks": 0, "compile_s": 0.0, "instructions": 0, "disk_hits": 0, "tier_ups": 0, "tier_up_s": 0.0}
+
+# Two tiers. A block is first compiled cheaply: no IR pass pipeline, the fast instruction selector (codegen O0):
+# ~5 ms a block instead of ~140 ms with O2 (docs/translator.md, "Compile latency"); its code runs about half as
+# fast as O2's. A block that has run TIER_UP times is compiled again with the O2 module pipeline (the lane loops
+# vectorize) and codegen O2, and its later runs use that.
+TIER_UP = 4096
+_TIERS = {0: (0, None), 1: (2, 2)}  # tier -> (codegen opt level, pass pipeline speed level or None: no passes)
+CACHE_FORMAT = 1
 
 
-def _jit(ir: str, name: str):
-    global _engine, _machine
+def _disk_dir() -> str | None:
+    """Compiled blocks on disk: $HCQSIM_CACHE/translate (compiler.cache_dir's root; HCQSIM_CACHE=off: none)."""
+    from ..compiler import cache_dir
+    d = cache_dir()
+    return None if d is None else os.path.join(os.path.dirname(d), "translate")
+
+
+def _disk_key(ir: str, tier: int) -> str:
+    """The object code's key: hcqsim's version, llvmlite's and LLVM's, the host, the tier, and the IR itself (which
+    the arch, wave size, VGPR count and code bytes determine; hashing the IR also keeps a changed translator or a
+    planted bug from reading another IR's object)."""
+    import llvmlite
+    import llvmlite.binding as llvm
+    meta = (f"{CACHE_FORMAT}|{_version()}|llvmlite {llvmlite.__version__}|LLVM {llvm.llvm_version_info}|"
+            f"{llvm.get_default_triple()}|{llvm.get_host_cpu_name()}|tier {tier}")
+    return hashlib.sha256(meta.encode() + b"\0" + ir.encode()).hexdigest()
+
+
+def _engine(tier: int):
+    import llvmlite.binding as llvm
+    eng = _engines.get(tier)
+    if eng is None:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        opt, _ = _TIERS[tier]
+        machine = llvm.Target.from_default_triple().create_target_machine(opt=opt)
+        eng = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
+        eng.pending = {}  # module name -> disk key, while the module is being finalized
+        eng.hit = [False]
+
+        def notify(module, buffer: bytes) -> None:  # MCJIT compiled a module: keep its object code
+            key = eng.pending.get(module.name)
+            d = _disk_dir()
+            if key is None or d is None:
+                return
+            try:
+                os.makedirs(d, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+                try:
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(buffer)
+                    os.replace(tmp, os.path.join(d, key))
+                except BaseException:
+                    os.unlink(tmp)
+                    raise
+            except OSError:  # a read-only or full disk costs speed, not correctness
+                pass
+
+        def getbuffer(module):  # before compiling a module: its object code from disk, if there
+            key = eng.pending.get(module.name)
+            d = _disk_dir()
+            if key is None or d is None:
+                return None
+            try:
+                with open(os.path.join(d, key), "rb") as f:
+                    data = f.read()
+            except OSError:
+                return None
+            eng.hit[0] = True
+            return data or None
+
+        eng.set_object_cache(notify, getbuffer)
+        eng.machine = machine
+        _engines[tier] = eng
+    return eng
+
+
+def _jit(ir: str, name: str, tier: int = 0):
     import llvmlite.binding as llvm
     with _lock:
-        if _engine is None:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            _machine = llvm.Target.from_default_triple().create_target_machine(opt=2)
-            _engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _machine)
-        module = llvm.parse_assembly(ir)
-        module.verify()
-        pto = llvm.create_pipeline_tuning_options(speed_level=2)
-        pb = llvm.create_pass_builder(_machine, pto)
-        pb.getModulePassManager().run(module, pb)
-        _engine.add_module(module)
-        _engine.finalize_object()
-        return _SIGNATURE(_engine.get_function_address(name))
+        eng = _engine(tier)
+        sym = f"{name}_t{tier}"
+        module = llvm.parse_assembly(ir.replace(f"@{name}(", f"@{sym}("))
+        module.name = sym
+        key = _disk_key(ir, tier)
+        opt, speed = _TIERS[tier]
+        eng.pending[sym], eng.hit[0] = key, False
+        try:
+            if _disk_dir() is None or not os.path.exists(os.path.join(_disk_dir(), key)):
+                module.verify()
+                if speed is not None:  # skipped on a disk hit: MCJIT takes the object code as it is
+                    pto = llvm.create_pipeline_tuning_options(speed_level=speed)
+                    pb = llvm.create_pass_builder(eng.machine, pto)
+                    pb.getModulePassManager().run(module, pb)
+            eng.add_module(module)
+            eng.finalize_object()
+            if eng.hit[0]:
+                STATS["disk_hits"] += 1
+            return _SIGNATURE(eng.get_function_address(sym))
+        finally:
+            eng.pending.pop(sym, None)
 
 
 def _version() -> str:
     from .. import __version__
     return __version__
+
+
+def tier_up(entry: list) -> None:
+    """Compile a hot block's IR again at the higher tier; `entry` (a COMPILED value) then holds the new function."""
+    if entry[2] >= 1:
+        return
+    t = time.perf_counter()
+    entry[0] = _jit(entry[1], entry[3], 1)
+    entry[2] = 1
+    STATS["tier_up_s"] += time.perf_counter() - t
+    STATS["tier_ups"] += 1
 
 
 def translate(code: bytes, pc: int, arch: str, lanes: int, vgprs: int, ctx=None, base: int = 0) -> Block | None:
@@ -722,8 +823,8 @@ def translate(code: bytes, pc: int, arch: str, lanes: int, vgprs: int, ctx=None,
         STATS["compile_s"] += time.perf_counter() - t
         STATS["blocks"] += 1
         STATS["instructions"] += len(texts)
-        found = COMPILED[key] = (fn, ir)
-    return Block(pc, body, len(texts), texts, found[0], b.writes_exec, found[1], b.ends)
+        found = COMPILED[key] = [fn, ir, 0, name]
+    return Block(pc, body, len(texts), texts, found, b.writes_exec, found[1], b.ends)
 
 
 class Translator:
