@@ -74,7 +74,70 @@ def _pair(r):
         (lambda k: f"s[{k}:{k + 1}]")(2 * r.randrange(0, 19))
 
 
+def _vp(r):
+    """An even-aligned VGPR pair (gfx942 requires the alignment; gfx1100 accepts it)."""
+    k = 2 * r.randrange(VGPRS // 2)
+    return f"v[{k}:{k + 1}]"
+
+
+def _src64(r):
+    roll = r.random()
+    if roll < 0.6:
+        return _vp(r)
+    if roll < 0.8:
+        return _pair(r)
+    return r.choice(["0", "1", "-1", "64", "-16"])
+
+
+def _vb(r, banks):
+    """A VGPR in one of the given banks (register number mod 4): VOPD's X and Y sources must differ in bank."""
+    return f"v{4 * r.randrange(VGPRS // 4) + r.choice(banks)}"
+
+
+_DUAL = ["v_dual_add_f32", "v_dual_sub_f32", "v_dual_subrev_f32", "v_dual_mul_f32", "v_dual_add_nc_u32",
+         "v_dual_lshlrev_b32", "v_dual_and_b32", "v_dual_fmac_f32", "v_dual_cndmask_b32"]
+
+
+def _dual_half(r, banks, dst, second: bool) -> str:
+    y_only = ["v_dual_add_nc_u32", "v_dual_lshlrev_b32", "v_dual_and_b32"]  # opcodes past VOPD_X_MAX
+    op = r.choice([o for o in _DUAL if o not in y_only] + ["v_dual_mov_b32", "v_dual_fmaak_f32", "v_dual_fmamk_f32"]
+                  if not second else _DUAL + ["v_dual_mov_b32"])
+    s0 = _vb(r, banks) if r.random() < 0.7 else r.choice([_s(r), "0", "1.0", "-4.0", "0x3fc00000"])
+    if op == "v_dual_mov_b32":
+        return f"{op} {dst}, {s0}"
+    if op == "v_dual_fmaak_f32":
+        return f"{op} {dst}, {s0}, {_vb(r, banks)}, 0x3fc00000"
+    if op == "v_dual_fmamk_f32":
+        return f"{op} {dst}, {s0}, 0x3fc00000, {_vb(r, banks)}"
+    if op == "v_dual_cndmask_b32":
+        return f"{op} {dst}, {s0}, {_vb(r, banks)}"
+    return f"{op} {dst}, {s0}, {_vb(r, banks)}"
+
+
+def random_line_new(r) -> str:
+    """The families added second (64-bit VALU, VOPD, v_cmpx, saveexec), gfx1100 syntax."""
+    k = r.randrange(5)
+    if k == 0:
+        op = r.choice(["v_mad_u64_u32", "v_mad_i64_i32"])
+        return f"{op} {_vp(r)}, {r.choice([_s(r), 'vcc_lo', 'null'])}, {_src(r)}, {_src(r)}, {_src64(r)}"
+    if k == 1:
+        return r.choice([f"{r.choice(['v_lshlrev_b64', 'v_lshrrev_b64', 'v_ashrrev_i64'])} {_vp(r)}, {_src(r)}, "
+                         f"{_src64(r)}", f"v_mad_u32_u24 {_v(r)}, {_src(r)}, {_src(r)}, {_v(r)}"])
+    if k == 2:
+        x = 2 * r.randrange(VGPRS // 2)
+        y = 2 * r.randrange(VGPRS // 2) + 1
+        return f"{_dual_half(r, (0, 1), f'v{x}', False)} :: {_dual_half(r, (2, 3), f'v{y}', True)}"
+    if k == 3:
+        op, t = r.choice(["eq", "ne", "lt", "le", "gt", "ge"]), r.choice(["u32", "i32"])
+        return f"v_cmpx_{op}_{t} {_src(r)}, {_v(r)}" if r.random() < 0.5 else \
+            f"v_cmpx_{op}_{t}_e64 {_src(r)}, {_src(r)}"
+    op = r.choice(["and", "or", "xor", "nand", "nor", "xnor", "and_not0", "or_not0", "and_not1", "or_not1"])
+    return f"s_{op}_saveexec_b32 {r.choice([_s(r), 'vcc_lo'])}, {_ssrc(r)}"
+
+
 def random_line(r) -> str:
+    if r.random() < 0.25:
+        return random_line_new(r)
     k = r.randrange(16)
     if k < 4:
         return f"{r.choice(_V2)} {_v(r)}, {_src(r)}, {_v(r)}"
@@ -125,8 +188,28 @@ def _pair64(r):
     return r.choice([_pair(r), "vcc", "exec"]) if r.random() < 0.3 else _pair(r)
 
 
+def random_line_gfx942_new(r) -> str:
+    """random_line_new's families in GFX9 syntax (no VOPD on gfx942)."""
+    k = r.randrange(4)
+    if k == 0:
+        op = r.choice(["v_mad_u64_u32", "v_mad_i64_i32"])
+        return f"{op} {_vp(r)}, {r.choice([_pair(r), 'vcc'])}, {_src(r)}, {_src(r)}, {_src64(r)}"
+    if k == 1:
+        return r.choice([f"{r.choice(['v_lshlrev_b64', 'v_lshrrev_b64', 'v_ashrrev_i64'])} {_vp(r)}, {_src(r)}, "
+                         f"{_src64(r)}", f"v_lshl_add_u64 {_vp(r)}, {_src64(r)}, {r.randrange(5)}, {_src64(r)}",
+                         f"v_mov_b64 {_vp(r)}, {_src64(r)}", f"v_mad_u32_u24 {_v(r)}, {_src(r)}, {_src(r)}, {_v(r)}"])
+    if k == 2:
+        op, t = r.choice(["eq", "ne", "lt", "le", "gt", "ge"]), r.choice(["u32", "i32"])
+        return f"v_cmpx_{op}_{t} vcc, {_src(r)}, {_v(r)}" if r.random() < 0.5 else \
+            f"v_cmpx_{op}_{t}_e64 {_pair(r)}, {_src(r)}, {_src(r)}"
+    op = r.choice(["and", "or", "xor", "nand", "nor", "xnor", "andn1", "orn1", "andn2", "orn2"])
+    return f"s_{op}_saveexec_b64 {r.choice([_pair(r), 'vcc'])}, {_pair64(r)}"
+
+
 def random_line_gfx942(r) -> str:
     """random_line's shapes in GFX9 syntax (wave64: lane masks are SGPR pairs, vcc, exec)."""
+    if r.random() < 0.25:
+        return random_line_gfx942_new(r)
     k = r.randrange(16)
     if k < 4:
         return f"{r.choice(_V2_GFX9)} {_v(r)}, {_src(r)}, {_v(r)}"
@@ -394,7 +477,15 @@ BUG_PROGRAMS = {
     "carry_wrong": ["v_add_co_ci_u32 v1, vcc_lo, v2, v3, vcc_lo"],
     # x86's own NaN choice matches the rule for a - b (first NaN operand, quieted), not for subrev's b - a
     "nan_rule_skipped": ["v_add_f32 v1, v2, v3", "v_mul_f32 v4, v5, v6", "v_subrev_f32 v7, v8, v9"],
+    # the families added second: one planted bug each
+    "shift64_amount_31": ["v_lshlrev_b64 v[2:3], v1, v[4:5]"],
+    "mad64_signed_as_unsigned": ["v_mad_i64_i32 v[2:3], s10, v1, v5, v[6:7]"],
+    "vopd_y_reads_after_x_writes": ["v_dual_mov_b32 v2, v5 :: v_dual_add_nc_u32 v3, v2, v7"],
+    "cmpx_exec_not_written": ["v_cmpx_gt_u32_e64 v1, v2", "v_mov_b32 v3, v4"],
+    "saveexec_wrong_op": ["s_and_saveexec_b32 s10, s11", "v_mov_b32 v3, v4"],
 }
+NEW_BUGS = ["shift64_amount_31", "mad64_signed_as_unsigned", "vopd_y_reads_after_x_writes", "cmpx_exec_not_written",
+            "saveexec_wrong_op"]
 
 
 def _plant(monkeypatch, bug: str) -> None:
@@ -415,6 +506,22 @@ def _plant(monkeypatch, bug: str) -> None:
         monkeypatch.setattr(T._Builder, "_carry", carry)
     elif bug == "nan_rule_skipped":
         monkeypatch.setattr(T._Builder, "_nan_rule", lambda self, bits, r, srcs, fl: bits)
+    elif bug == "shift64_amount_31":
+        monkeypatch.setitem(T.V_WIDE, "v_lshlrev_b64", lambda e, sh, x: T._b(e, "shl", x, T._b(
+            e, "and", e.zext64(sh), 31, "i64"), "i64"))
+    elif bug == "mad64_signed_as_unsigned":
+        monkeypatch.setitem(T.MAD64, "v_mad_i64_i32", "zext")
+    elif bug == "vopd_y_reads_after_x_writes":
+        monkeypatch.setattr(T._Builder, "VOPD_READS_FIRST", False)
+    elif bug == "cmpx_exec_not_written":
+        real_store = T._Builder._store_mask
+
+        def store_mask(self, code, mask):
+            if code != EXEC:
+                real_store(self, code, mask)
+        monkeypatch.setattr(T._Builder, "_store_mask", store_mask)
+    elif bug == "saveexec_wrong_op":
+        monkeypatch.setitem(T.SAVEEXEC, "and", T.SAVEEXEC["or"])
     elif bug == "steps_off_by_one":
         real = T.Block.__init__
 
@@ -424,7 +531,7 @@ def _plant(monkeypatch, bug: str) -> None:
 
 
 @pytest.mark.parametrize("tier", [0, 1])
-@pytest.mark.parametrize("bug", ["wrong_op", "exec_ignored", "carry_wrong", "nan_rule_skipped"])
+@pytest.mark.parametrize("bug", ["wrong_op", "exec_ignored", "carry_wrong", "nan_rule_skipped"] + NEW_BUGS)
 def test_planted_bug_is_caught_at_block_level(monkeypatch, bug, tier):
     _plant(monkeypatch, bug)
     if tier:

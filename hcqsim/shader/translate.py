@@ -85,6 +85,8 @@ V_INT = {  # name -> IR builder over i32 operands (e: the emitter)
     "v_and_or_b32": lambda e, a, b, c: _b(e, "or", _b(e, "and", a, b), c),
     "v_or3_b32": lambda e, a, b, c: _b(e, "or", _b(e, "or", a, b), c),
     "v_xad_u32": lambda e, a, b, c: _b(e, "add", _b(e, "xor", a, b), c),
+    "v_mad_u32_u24": lambda e, a, b, c: _b(e, "add", _b(e, "mul", _b(e, "and", a, 0xFFFFFF), _b(e, "and", b, 0xFFFFFF)),
+                                           c),
     "v_mul_u32_u24": lambda e, a, b: _b(e, "mul", _b(e, "and", a, 0xFFFFFF), _b(e, "and", b, 0xFFFFFF)),
     "v_cndmask_b32": None,  # special: the lane's mask bit picks src1
     # conversions (alu: numpy's astype rounds to nearest even; _cvt_f32_to_int truncates, saturates, NaN -> 0)
@@ -110,9 +112,26 @@ V_CARRY = {  # name -> (subtract, reads a carry in, swaps the operands): alu.CAR
     "v_sub_co_u32": (True, False, False), "v_sub_co_ci_u32": (True, True, False),
     "v_subrev_co_u32": (True, False, True), "v_subrev_co_ci_u32": (True, True, True),
 }
+# 64-bit VALU: name -> IR builder over (i32 / i64 operands as alu.VALU types them) -> i64, written to a VGPR pair
+V_WIDE = {
+    "v_lshlrev_b64": lambda e, s, x: _b(e, "shl", x, _shamt64(e, s), "i64"),
+    "v_lshrrev_b64": lambda e, s, x: _b(e, "lshr", x, _shamt64(e, s), "i64"),
+    "v_ashrrev_i64": lambda e, s, x: _b(e, "ashr", x, _shamt64(e, s), "i64"),
+    "v_lshl_add_u64": lambda e, x, s, c: _b(e, "add", _b(e, "shl", x, _b(e, "and", e.zext64(s), 7, "i64"), "i64"), c,
+                                            "i64"),
+    "v_mov_b64": lambda e, a: a,
+}
+MAD64 = {"v_mad_u64_u32": "zext", "v_mad_i64_i32": "sext"}  # how the 32-bit factors widen
+# VOPD halves covered (gfx1100): v_dual_X is v_X's operation on X's VOP2 operands
+VOPD_HALVES = ("v_fmac_f32", "v_fmaak_f32", "v_fmamk_f32", "v_mul_f32", "v_add_f32", "v_sub_f32", "v_subrev_f32",
+               "v_mov_b32", "v_cndmask_b32", "v_add_nc_u32", "v_lshlrev_b32", "v_and_b32")
 V_CMP = {"eq": "eq", "ne": "ne", "lg": "ne", "lt": "{s}lt", "le": "{s}le", "gt": "{s}gt", "ge": "{s}ge"}
 
 S_SCC_NZ, S_SCC_KEEP = "nz", "keep"
+
+
+def WIDTH64(typ: str) -> bool:
+    return typ.endswith("64")
 
 
 def _shamt64(e, b: str) -> str:
@@ -163,6 +182,16 @@ S1 = {
     "s_mov_b32": (lambda e, a, t: a, S_SCC_KEEP), "s_mov_b64": (lambda e, a, t: a, S_SCC_KEEP),
     "s_not_b32": (lambda e, a, t: _not(e, a, t), S_SCC_NZ),
     "s_not_b64": (lambda e, a, t: _not(e, a, t), S_SCC_NZ),
+}
+SAVEEXEC = {  # alu.SAVEEXEC: (source, old EXEC) -> new EXEC
+    "and": lambda e, s, x, t: _b(e, "and", s, x, t), "or": lambda e, s, x, t: _b(e, "or", s, x, t),
+    "xor": lambda e, s, x, t: _b(e, "xor", s, x, t), "nand": lambda e, s, x, t: _not(e, _b(e, "and", s, x, t), t),
+    "nor": lambda e, s, x, t: _not(e, _b(e, "or", s, x, t), t),
+    "xnor": lambda e, s, x, t: _not(e, _b(e, "xor", s, x, t), t),
+    "and_not0": lambda e, s, x, t: _b(e, "and", _not(e, s, t), x, t),
+    "or_not0": lambda e, s, x, t: _b(e, "or", _not(e, s, t), x, t),
+    "and_not1": lambda e, s, x, t: _b(e, "and", s, _not(e, x, t), t),
+    "or_not1": lambda e, s, x, t: _b(e, "or", s, _not(e, x, t), t),
 }
 SCMP = {"eq": "eq", "lg": "ne", "gt": "{s}gt", "ge": "{s}ge", "lt": "{s}lt", "le": "{s}le"}
 
@@ -283,6 +312,8 @@ class Block:
 class _Builder:
     """One block's IR: instructions appended one by one (`add` raises Refused for what is not covered)."""
 
+    VOPD_READS_FIRST = True  # False only as a planted bug (tests): the Y half reads after the X half wrote
+
     def __init__(self, lanes: int, vgprs: int, arch: str, ctx=None):
         self.lanes, self.vgprs, self.arch = lanes, vgprs, arch
         self.e = _Emit()
@@ -391,10 +422,14 @@ class _Builder:
             raise Refused("program flow")
         if fam in ("SOP1", "SOP2", "SOPC", "SOPK"):
             return self._salu(instr)
+        if fam == "VOPD":
+            return self._vopd(instr)
         if fam in ("VOP1", "VOP2", "VOP3", "VOP3SD", "VOPC"):
             if fam in ("VOP3", "VOP3SD") and (f.get("abs", 0) or f.get("neg", 0) or f.get("opsel", 0)
                                               or f.get("clamp", 0) or f.get("omod", 0)):
                 raise Refused("modifiers")
+            if name in MAD64 or name in V_WIDE:
+                return self._wide(instr)
             return self._valu(instr)
         raise Refused(fam)
 
@@ -436,6 +471,21 @@ class _Builder:
             a, b = self._ssource(instr, f["ssrc0"], dw), self._ssource(instr, f["ssrc1"], dw)
             pred = SCMP[parts[2]].format(s="s" if parts[3] == "i32" else "u")
             e.set_scc(e.op(f"icmp {pred} {'i64' if dw == 2 else 'i32'} {a}, {b}"))
+            return
+        if fam == "SOP1" and name.endswith(("_saveexec_b32", "_saveexec_b64")):
+            op = SAVEEXEC.get(name[2:name.index("_saveexec")])
+            if op is None:
+                raise Refused(name)
+            wide = name.endswith("b64")
+            t = "i64" if wide else "i32"
+            a = self._ssource(instr, f["ssrc0"], 2 if wide else 1)
+            dst = self._sdest(f["sdst"], 2 if wide else 1)
+            old = e.sload64(fm.EXEC_LO) if wide else e.sload(fm.EXEC_LO)
+            new = op(e, a, old, t)
+            self._swrite(dst, 2 if wide else 1, old)  # salu.compile_sop1: the old EXEC to sdst, then EXEC
+            self._swrite(fm.EXEC_LO, 2 if wide else 1, new)
+            self.writes_exec = True
+            e.set_scc(e.op(f"icmp ne {t} {new}, 0"))
             return
         if fam == "SOP1":
             if name not in S1:
@@ -505,10 +555,15 @@ class _Builder:
         mask_out = None  # (SGPR, i1 per lane) of a carry or compare result
         if fam == "VOPC" or (fam == "VOP3" and name.startswith("v_cmp")):
             parts = name.split("_")
-            if len(parts) != 4 or parts[1] != "cmp" or parts[2] not in V_CMP or parts[3] not in ("u32", "i32"):
+            if len(parts) != 4 or parts[1] not in ("cmp", "cmpx") or parts[2] not in V_CMP \
+                    or parts[3] not in ("u32", "i32"):
                 raise Refused(name)
             types = ("u32", "u32")
             dst_mask = self._mask_dest(fm.VCC_LO if fam == "VOPC" else f["vdst"])
+            also_mask = None
+            if parts[1] == "cmpx":  # valu._compile_vcmp: EXEC; GFX9's also writes VCC / its sdst (first)
+                also_mask = dst_mask if self.arch == "gfx942" else None
+                dst_mask = fm.EXEC_LO
             kind = "cmp"
         elif name in V_CARRY:
             sub, carry_in, swap = V_CARRY[name]
@@ -603,7 +658,166 @@ class _Builder:
         e.start(done)
         if acc is not None:
             final = e.op("phi i64 [" + new_acc + ", %" + loop + "]")
+            if kind == "cmp" and also_mask is not None:
+                self._store_mask(also_mask, final)
             self._store_mask(dst_mask, final)
+
+    # -- lane loops for the 64-bit and dual-issue instructions ------------------------------------------
+    def _vsource64(self, instr, code: int):
+        """A 64-bit VALU source: ("v", low row, high row) or ("u", i64 value)."""
+        e = self.e
+        if code in fm.DPP_SRC0:
+            raise Refused("DPP")
+        if code >= fm.VGPR_BASE:
+            r = code - fm.VGPR_BASE
+            if r + 2 > self.vgprs:
+                raise Refused("VGPR out of range")
+            return ("v", e.vrow(r), e.vrow(r + 1))
+        if code < 128 and code != self.null:
+            if code + 1 >= 128:
+                raise Refused("operand")
+            return ("u", e.sload64(code))
+        if code == fm.SRC_SCC:
+            return ("u", e.op(f"zext i1 {e.scc()} to i64"))
+        value = _const_bits(code, 64, False, instr.literal, self.null)
+        if value is None:
+            raise Refused("operand")
+        value &= (1 << 64) - 1
+        return ("u", str(value - (1 << 64) if value >= 1 << 63 else value))
+
+    def _load(self, operand, lane: str) -> str:
+        """An operand's value in this lane (i32, or i64 for a _vsource64 operand)."""
+        e = self.e
+        if operand[0] == "u":
+            return operand[1]
+        lo = e.op(f"load i32, i32* {e.op(f'getelementptr i32, i32* {operand[1]}, i64 {lane}')}")
+        if len(operand) == 2:
+            return lo
+        hi = e.op(f"load i32, i32* {e.op(f'getelementptr i32, i32* {operand[2]}, i64 {lane}')}")
+        return e.op(f"or i64 {e.zext64(lo)}, {e.op(f'shl i64 {e.zext64(hi)}, 32')}")
+
+    def _lane_loop(self, body, dst_mask: int | None = None, mask: bool = False) -> None:
+        """A loop over the lanes: `body(lane)` emits the lane's reads and operation and returns (stores, bit):
+        stores a list of (row pointer, i32 value) written where the lane's EXEC bit is on (all of the lane's reads
+        come before its writes), bit an i1 collected into a lane mask (0 in inactive lanes) stored to `dst_mask`
+        after the loop when `mask`."""
+        e = self.e
+        exec_ = e.zext64(e.sload(fm.EXEC_LO)) if self.lanes == 32 else e.sload64(fm.EXEC_LO)
+        pre = e.cur
+        loop, done = e.label("lane"), e.label("lanes_done")
+        e.raw(f"  br label %{loop}")
+        e.start(loop)
+        lane = e.op("phi i64 [0, %" + pre + "], [%NEXT, %" + loop + "]")
+        acc = e.op("phi i64 [0, %" + pre + "], [%ACC, %" + loop + "]") if mask else None
+        bit = e.op(f"and i64 {e.op(f'lshr i64 {exec_}, {lane}')}, 1")
+        on = e.op(f"icmp ne i64 {bit}, 0")
+        stores, out_bit = body(lane)
+        for row, value in stores:
+            p = e.op(f"getelementptr i32, i32* {row}, i64 {lane}")
+            old = e.op(f"load i32, i32* {p}")
+            e.raw(f"  store i32 {e.sel(on, value, old)}, i32* {p}")
+        if acc is not None:
+            contributes = e.op(f"and i64 {e.op(f'zext i1 {out_bit} to i64')}, {bit}")
+            new_acc = e.op(f"or i64 {acc}, {e.op(f'shl i64 {contributes}, {lane}')}")
+            e.lines[:] = [ln.replace("%ACC", new_acc) for ln in e.lines]
+        nxt = e.op(f"add i64 {lane}, 1")
+        e.lines[:] = [ln.replace("%NEXT", nxt) for ln in e.lines]
+        e.raw(f"  br i1 {e.op(f'icmp eq i64 {nxt}, {self.lanes}')}, label %{done}, label %{loop}")
+        e.start(done)
+        if acc is not None:
+            self._store_mask(dst_mask, e.op("phi i64 [" + new_acc + ", %" + loop + "]"))
+
+    def _split64(self, value: str) -> tuple[str, str]:
+        e = self.e
+        return e.op(f"trunc i64 {value} to i32"), e.op(f"trunc i64 {e.op(f'lshr i64 {value}, 32')} to i32")
+
+    def _wide(self, instr) -> None:
+        """v_mad_u64_u32 / v_mad_i64_i32 (valu._compile_mad64: VGPR pair, carry mask to sdst) and V_WIDE."""
+        e, f, name = self.e, instr.fields, instr.mnemonic
+        srcs = self._sources(instr)
+        # valu._compile_mad64's source types (not in alu.VALU); V_WIDE's from alu.VALU
+        types = (("i32", "i32", "i64") if name == "v_mad_i64_i32" else ("u32", "u32", "u64")) if name in MAD64 \
+            else VALU[name][1]
+        operands = [self._vsource64(instr, c) if WIDTH64(t) else self._vsource(instr, c, t)
+                    for c, t in zip(srcs, types)]
+        vdst = f["vdst"]
+        if vdst + 2 > self.vgprs:
+            raise Refused("VGPR out of range")
+        lo_row, hi_row = e.vrow(vdst), e.vrow(vdst + 1)
+        dst_mask = None
+        if name in MAD64:
+            if instr.family != "VOP3SD":
+                raise Refused(name)
+            dst_mask = self._mask_dest(f["sdst"])
+        signed = MAD64.get(name) == "sext"
+
+        def body(lane):
+            vals = [self._load(x, lane) for x in operands]
+            carry = None
+            if name in MAD64:
+                ext = MAD64[name]
+                a, b = (e.op(f"{ext} i32 {x} to i64") for x in vals[:2])
+                prod = e.op(f"mul i64 {a}, {b}")
+                value = e.op(f"add i64 {prod}, {vals[2]}")
+                if signed:  # the 65-bit sum's sign: overflow -> the addend's sign, else the sum's
+                    sp, sc, st = (e.op(f"icmp slt i64 {x}, 0") for x in (prod, vals[2], value))
+                    ovf = e.op(f"and i1 {e.op(f'icmp eq i1 {sp}, {sc}')}, {e.op(f'icmp ne i1 {st}, {sc}')}")
+                    carry = e.sel(ovf, sc, st, "i1")
+                else:
+                    carry = e.op(f"icmp ult i64 {value}, {prod}")
+            else:
+                value = V_WIDE[name](e, *vals)
+            lo, hi = self._split64(value)
+            return [(lo_row, lo), (hi_row, hi)], carry
+
+        self._lane_loop(body, dst_mask, mask=dst_mask is not None)
+
+    def _vopd(self, instr) -> None:
+        """valu.compile_vopd: two VOP2-like halves on the same lanes; both read their sources before either
+        writes (here: per lane, every load of both halves before the two stores)."""
+        from . import opcodes_gfx11 as ops
+        e, f = self.e, instr.fields
+        halves = []
+        for x in "xy":
+            entry = ops.VOPD.get(f["op" + x])
+            if entry is None:
+                raise Refused("VOPD")
+            name = "v_" + entry[0][len("v_dual_"):]
+            if name not in VOPD_HALVES:
+                raise Refused(name)
+            src0, vsrc1, vdst = f[f"src{x}0"], f[f"vsrc{x}1"] + fm.VGPR_BASE, f[f"vdst{x}"]
+            if vdst >= self.vgprs:
+                raise Refused("VGPR out of range")
+            codes = {"v_fmac_f32": [src0, vsrc1, vdst + fm.VGPR_BASE], "v_fmaak_f32": [src0, vsrc1, fm.LITERAL],
+                     "v_fmamk_f32": [src0, fm.LITERAL, vsrc1]}.get(name, [src0, vsrc1])
+            _, types, _ = VALU[name]
+            operands = [self._vsource(instr, c, t) for c, t in zip(codes, types) if t != "mask"]
+            halves.append((name, operands, e.vrow(vdst)))
+        mask_in = self._mask_source(fm.VCC_LO) if any(h[0] == "v_cndmask_b32" for h in halves) else None
+
+        def body(lane):
+            loaded = [[self._load(x, lane) for x in ops_] for _, ops_, _ in halves]
+            if not self.VOPD_READS_FIRST:  # the planted bug of tests/test_shader_translate.py: Y reads after X writes
+                stores = half(lane, *halves[0], loaded[0])
+                p = e.op(f"getelementptr i32, i32* {stores[0][0]}, i64 {lane}")
+                e.raw(f"  store i32 {stores[0][1]}, i32* {p}")
+                loaded[1] = [self._load(x, lane) for x in halves[1][1]]
+            return [s for h, vals in zip(halves, loaded) for s in half(lane, *h, vals)], None
+
+        def half(lane, name, _, row, vals):
+            stores = []
+            if name == "v_cndmask_b32":
+                m = e.op(f"and i64 {e.op(f'lshr i64 {mask_in}, {lane}')}, 1")
+                stores.append((row, e.sel(e.op(f"icmp ne i64 {m}, 0"), vals[1], vals[0])))
+            elif name in V_FLOAT:
+                fl = [e.op(f"bitcast i32 {v} to float") for v in vals]
+                r = V_FLOAT[name](e, *fl)
+                stores.append((row, self._nan_rule(e.op(f"bitcast float {r} to i32"), r, vals, fl)))
+            else:
+                stores.append((row, V_INT[name](e, *vals)))
+            return stores
+
+        self._lane_loop(body)
 
     def _nan_rule(self, bits: str, r: str, srcs: list[str], fl: list[str]) -> str:
         """fpmath.propagate_nan: a NaN result becomes the first NaN source (in operand order) quieted, or the
