@@ -22,7 +22,9 @@ shader_translate_<kernel>_{interpret,translate}_lane_instr_per_s: the same kerne
     register-only ALU_LOOP of the kernel corpus) in one process with the interpreter and with the translator
     (docs/translator.md; best of 3 after a first run that compiles), `_speedup` their ratio, `_translated_pct` the
     share of the kernel's issue steps that ran in translated blocks; shader_translate_compile_ms_per_block: LLVM
-    compile latency per block (mean over the blocks these kernels formed).
+    compile latency per block (mean over the blocks these kernels formed; the first tier, O0 without passes, or a
+    disk-cache hit: HCQSIM_CACHE=off measures compilation), shader_translate_tier_up_ms_per_block: the O2
+    recompilation of blocks that ran translate.TIER_UP times.
 Target (issue 4): >= 50M lane-instructions/s on large dispatches, < 0.1 s cold start. Issue 20: >= 300M on vadd and
 matmul, the one-wave core overhead halved, the blit ratio <= 2.
 
@@ -198,6 +200,7 @@ def _translate_lines() -> None:
     outputs: dict = {}
     share: dict = {}
     compile_before = translate.STATS["compile_s"], translate.STATS["blocks"]
+    tier_before = translate.STATS.get("tier_up_s", 0.0), translate.STATS.get("tier_ups", 0)
     for shader_mode in ("interpret", "translate"):
         os.environ["HCQSIM_SHADER"] = shader_mode
         try:
@@ -249,6 +252,10 @@ def _translate_lines() -> None:
     blocks = translate.STATS["blocks"] - compile_before[1]
     print(f"shader_translate_compile_ms_per_block: {1000 * seconds / max(blocks, 1):.1f}"
           + mode(WALL, f"mean of {blocks} blocks"))
+    if "tier_ups" in translate.STATS:  # blocks compiled again at O2 after translate.TIER_UP runs
+        ups = translate.STATS["tier_ups"] - tier_before[1]
+        ms = 1000 * (translate.STATS["tier_up_s"] - tier_before[0]) / max(ups, 1)
+        print(f"shader_translate_tier_up_ms_per_block: {ms:.1f}" + mode(WALL, f"mean of {ups} blocks"))
 
 
 def _blit(target: str, nbytes: int = 1 << 20, items: int = 16384, rounds: int = 3) -> float:

@@ -605,3 +605,33 @@ def test_a_long_kernel_keeps_translating_under_the_spin_watch(monkeypatch, targe
     assert runs[0] == runs[1]
     assert any(entry[3] for entry in runs[0][0]), "the dispatch was never watched"
     assert tstats["block_steps"] > 0.6 * runs[1][2]["issue_steps"], tstats
+
+
+def test_disk_cache_reuses_object_code_and_survives_corruption(monkeypatch, tmp_path):
+    """Blocks' object code under $HCQSIM_CACHE/translate: a second compilation of the same IR (a fresh process, here
+    an emptied COMPILED) reads it, a corrupted entry is ignored and rewritten, HCQSIM_CACHE=off writes nothing."""
+    lines = ["v_add_nc_u32 v1, v2, v3", "v_mad_u64_u32 v[4:5], s10, v1, v6, v[8:9]", "s_add_u32 s1, s2, s3"]
+    monkeypatch.setenv("HCQSIM_CACHE", str(tmp_path))
+    T.COMPILED.clear()
+    try:
+        compare(lines, 1)
+        files = sorted((tmp_path / "translate").iterdir())
+        assert len(files) == 1, files
+        hits = T.STATS["disk_hits"]
+        T.COMPILED.clear()
+        compare(lines, 2)
+        assert T.STATS["disk_hits"] == hits + 1
+        files[0].write_bytes(files[0].read_bytes()[:-8] + b"\0" * 8)  # a corrupted entry: compiled again
+        T.COMPILED.clear()
+        compare(lines, 3)
+        assert T.STATS["disk_hits"] == hits + 1
+        assert T._disk_read(files[0].name) is not None  # rewritten whole
+        monkeypatch.setenv("HCQSIM_CACHE", "off")
+        T.COMPILED.clear()
+        made = []
+        real_mkstemp = T.tempfile.mkstemp
+        monkeypatch.setattr(T.tempfile, "mkstemp", lambda *a, **k: made.append(a) or real_mkstemp(*a, **k))
+        compare(lines + ["s_nop 0"], 4)
+        assert T._disk_dir() is None and not made
+    finally:
+        T.COMPILED.clear()

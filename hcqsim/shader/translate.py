@@ -291,7 +291,7 @@ class Block:
         self.entry = entry  # COMPILED's [function, IR, tier, symbol]: shared by blocks of the same code
         self.fn = entry[0]
         self.texts, self.writes_exec, self.ir = texts, writes_exec, ir
-        self.runs = 0
+        self.runs = self.wave_runs = 0  # calls, and waves run through them (what TIER_UP counts)
         self.branches = branches  # ends with a branch: the waves' PCs may differ after it
 
     def run(self, W) -> None:
@@ -300,7 +300,8 @@ class Block:
                 or not W.pc.flags.c_contiguous:
             raise AssertionError("translated block: the Waves layout is not the one the block was compiled for")
         self.runs += 1
-        if self.runs == TIER_UP and TIER_UP:
+        self.wave_runs += W.n
+        if self.wave_runs >= TIER_UP and self.entry[2] == 0:
             tier_up(self.entry)
         if self.fn is not self.entry[0]:
             self.fn = self.entry[0]
@@ -873,10 +874,11 @@ COMPILED: dict = {}  # (version, arch, lanes, vgprs, code bytes) -> [ctypes func
 STATS = {"blocks": 0, "compile_s": 0.0, "instructions": 0, "disk_hits": 0, "tier_ups": 0, "tier_up_s": 0.0}
 
 # Two tiers. A block is first compiled cheaply: no IR pass pipeline, the fast instruction selector (codegen O0):
-# ~5 ms a block instead of ~140 ms with O2 (docs/translator.md, "Compile latency"); its code runs about half as
-# fast as O2's. A block that has run TIER_UP times is compiled again with the O2 module pipeline (the lane loops
-# vectorize) and codegen O2, and its later runs use that.
-TIER_UP = 4096
+# ~4 ms a block instead of ~140 ms with O2 (docs/translator.md, "Compile latency"); its code runs about half as
+# fast as O2's (64 waves of a 12-instruction block: 68 us against 30 us). A block that has run for TIER_UP waves in
+# all (a call runs every wave of the batch) is compiled again with the O2 module pipeline (the lane loops
+# vectorize) and codegen O2, and its later runs use that: about where the O2 compile pays for itself.
+TIER_UP = 1 << 17
 _TIERS = {0: (0, None), 1: (2, 2)}  # tier -> (codegen opt level, pass pipeline speed level or None: no passes)
 CACHE_FORMAT = 1
 
@@ -899,6 +901,44 @@ def _disk_key(ir: str, tier: int) -> str:
     return hashlib.sha256(meta.encode() + b"\0" + ir.encode()).hexdigest()
 
 
+_MAGIC = b"HQTB"  # a cache file: magic, the first 16 bytes of the object code's SHA-256, the object code
+
+
+def _disk_read(key: str) -> bytes | None:
+    """Object code from the disk cache, or None (no cache, missing, unreadable, or failing its checksum)."""
+    d = _disk_dir()
+    if d is None:
+        return None
+    try:
+        with open(os.path.join(d, key), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    obj = data[20:]
+    if data[:4] != _MAGIC or not obj or hashlib.sha256(obj).digest()[:16] != data[4:20]:
+        return None
+    return obj
+
+
+def _disk_write(key: str, obj: bytes) -> None:
+    """Atomic (a private temporary file renamed over the key): concurrent processes only see whole entries."""
+    d = _disk_dir()
+    if d is None:
+        return
+    try:
+        os.makedirs(d, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_MAGIC + hashlib.sha256(obj).digest()[:16] + obj)
+            os.replace(tmp, os.path.join(d, key))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:  # a read-only or full disk costs speed, not correctness
+        pass
+
+
 def _engine(tier: int):
     import llvmlite.binding as llvm
     eng = _engines.get(tier)
@@ -908,39 +948,15 @@ def _engine(tier: int):
         opt, _ = _TIERS[tier]
         machine = llvm.Target.from_default_triple().create_target_machine(opt=opt)
         eng = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
-        eng.pending = {}  # module name -> disk key, while the module is being finalized
-        eng.hit = [False]
+        eng.pending = {}  # module name -> (disk key, object code read from disk or None), while being finalized
 
         def notify(module, buffer: bytes) -> None:  # MCJIT compiled a module: keep its object code
-            key = eng.pending.get(module.name)
-            d = _disk_dir()
-            if key is None or d is None:
-                return
-            try:
-                os.makedirs(d, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-                try:
-                    with os.fdopen(fd, "wb") as f:
-                        f.write(buffer)
-                    os.replace(tmp, os.path.join(d, key))
-                except BaseException:
-                    os.unlink(tmp)
-                    raise
-            except OSError:  # a read-only or full disk costs speed, not correctness
-                pass
+            key, _ = eng.pending.get(module.name, (None, None))
+            if key is not None:
+                _disk_write(key, buffer)
 
-        def getbuffer(module):  # before compiling a module: its object code from disk, if there
-            key = eng.pending.get(module.name)
-            d = _disk_dir()
-            if key is None or d is None:
-                return None
-            try:
-                with open(os.path.join(d, key), "rb") as f:
-                    data = f.read()
-            except OSError:
-                return None
-            eng.hit[0] = True
-            return data or None
+        def getbuffer(module):  # before compiling a module: the object code read from disk, if any
+            return eng.pending.get(module.name, (None, None))[1]
 
         eng.set_object_cache(notify, getbuffer)
         eng.machine = machine
@@ -957,9 +973,10 @@ def _jit(ir: str, name: str, tier: int = 0):
         module.name = sym
         key = _disk_key(ir, tier)
         opt, speed = _TIERS[tier]
-        eng.pending[sym], eng.hit[0] = key, False
+        cached = _disk_read(key)
+        eng.pending[sym] = (key, cached)
         try:
-            if _disk_dir() is None or not os.path.exists(os.path.join(_disk_dir(), key)):
+            if cached is None:
                 module.verify()
                 if speed is not None:  # skipped on a disk hit: MCJIT takes the object code as it is
                     pto = llvm.create_pipeline_tuning_options(speed_level=speed)
@@ -967,7 +984,7 @@ def _jit(ir: str, name: str, tier: int = 0):
                     pb.getModulePassManager().run(module, pb)
             eng.add_module(module)
             eng.finalize_object()
-            if eng.hit[0]:
+            if cached is not None:
                 STATS["disk_hits"] += 1
             return _SIGNATURE(eng.get_function_address(sym))
         finally:
