@@ -38,7 +38,7 @@ _V2 = ["v_add_nc_u32", "v_sub_nc_u32", "v_subrev_nc_u32", "v_and_b32", "v_or_b32
        "v_lshrrev_b32", "v_ashrrev_i32", "v_min_u32", "v_max_u32", "v_min_i32", "v_max_i32"]
 _VF2 = ["v_add_f32", "v_sub_f32", "v_subrev_f32", "v_mul_f32", "v_fmac_f32"]
 _V3 = ["v_mul_lo_u32", "v_bfe_u32", "v_bfi_b32", "v_fma_f32", "v_add3_u32", "v_lshl_add_u32", "v_lshl_or_b32",
-       "v_and_or_b32", "v_or3_b32", "v_xad_u32", "v_mul_u32_u24"]
+       "v_and_or_b32", "v_or3_b32", "v_xad_u32", "v_mul_u32_u24", "v_add_lshl_u32"]
 _S2 = ["s_add_u32", "s_sub_u32", "s_addc_u32", "s_subb_u32", "s_add_i32", "s_sub_i32", "s_mul_i32", "s_and_b32",
        "s_or_b32", "s_xor_b32", "s_and_not1_b32", "s_or_not1_b32", "s_nand_b32", "s_nor_b32", "s_xnor_b32",
        "s_lshl_b32", "s_lshr_b32", "s_ashr_i32", "s_min_u32", "s_max_u32", "s_min_i32", "s_max_i32", "s_cselect_b32",
@@ -145,7 +145,8 @@ def random_line(r) -> str:
         return f"{r.choice(_VF2)} {_v(r)}, {_src(r)}, {_v(r)}"
     if k == 6:
         return f"{r.choice(_V3)} {_v(r)}, {_src(r)}, {_src(r)}, {_v(r)}" if r.random() < 0.5 else \
-            f"{r.choice(['v_mul_lo_u32', 'v_add_nc_u32_e64', 'v_min_i32_e64'])} {_v(r)}, {_src(r)}, {_src(r)}"
+            f"{r.choice(['v_mul_lo_u32', 'v_add_nc_u32_e64', 'v_min_i32_e64', 'v_mul_hi_u32', 'v_mul_hi_i32'])} " \
+            f"{_v(r)}, {_src(r)}, {_src(r)}"
     if k == 7:
         return r.choice([f"v_mov_b32 {_v(r)}, {_src(r)}", f"v_not_b32 {_v(r)}, {_src(r)}",
                          f"{r.choice(['v_cvt_f32_u32', 'v_cvt_f32_i32', 'v_cvt_u32_f32', 'v_cvt_i32_f32'])} "
@@ -217,7 +218,8 @@ def random_line_gfx942(r) -> str:
         return f"{r.choice(_VF2)} {_v(r)}, {_src(r)}, {_v(r)}"
     if k == 6:
         return f"{r.choice(_V3)} {_v(r)}, {_src(r)}, {_src(r)}, {_v(r)}" if r.random() < 0.5 else \
-            f"{r.choice(['v_mul_lo_u32', 'v_add_u32_e64', 'v_min_i32_e64'])} {_v(r)}, {_src(r)}, {_src(r)}"
+            f"{r.choice(['v_mul_lo_u32', 'v_add_u32_e64', 'v_min_i32_e64', 'v_mul_hi_u32', 'v_mul_hi_i32'])} " \
+            f"{_v(r)}, {_src(r)}, {_src(r)}"
     if k == 7:
         return r.choice([f"v_mov_b32 {_v(r)}, {_src(r)}", f"v_not_b32 {_v(r)}, {_src(r)}",
                          f"{r.choice(['v_cvt_f32_u32', 'v_cvt_f32_i32', 'v_cvt_u32_f32', 'v_cvt_i32_f32'])} "
@@ -483,9 +485,10 @@ BUG_PROGRAMS = {
     "vopd_y_reads_after_x_writes": ["v_dual_mov_b32 v2, v5 :: v_dual_add_nc_u32 v3, v2, v7"],
     "cmpx_exec_not_written": ["v_cmpx_gt_u32_e64 v1, v2", "v_mov_b32 v3, v4"],
     "saveexec_wrong_op": ["s_and_saveexec_b32 s10, s11", "v_mov_b32 v3, v4"],
+    "mul_hi_signed_as_unsigned": ["v_mul_hi_i32 v1, v2, v3"],
 }
 NEW_BUGS = ["shift64_amount_31", "mad64_signed_as_unsigned", "vopd_y_reads_after_x_writes", "cmpx_exec_not_written",
-            "saveexec_wrong_op"]
+            "saveexec_wrong_op", "mul_hi_signed_as_unsigned"]
 
 
 def _plant(monkeypatch, bug: str) -> None:
@@ -522,6 +525,8 @@ def _plant(monkeypatch, bug: str) -> None:
         monkeypatch.setattr(T._Builder, "_store_mask", store_mask)
     elif bug == "saveexec_wrong_op":
         monkeypatch.setitem(T.SAVEEXEC, "and", T.SAVEEXEC["or"])
+    elif bug == "mul_hi_signed_as_unsigned":
+        monkeypatch.setitem(T.V_INT, "v_mul_hi_i32", lambda e, a, b: e.mul_hi(a, b, "zext"))
     elif bug == "steps_off_by_one":
         real = T.Block.__init__
 

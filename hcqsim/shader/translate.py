@@ -85,6 +85,9 @@ V_INT = {  # name -> IR builder over i32 operands (e: the emitter)
     "v_and_or_b32": lambda e, a, b, c: _b(e, "or", _b(e, "and", a, b), c),
     "v_or3_b32": lambda e, a, b, c: _b(e, "or", _b(e, "or", a, b), c),
     "v_xad_u32": lambda e, a, b, c: _b(e, "add", _b(e, "xor", a, b), c),
+    "v_add_lshl_u32": lambda e, a, b, s: _b(e, "shl", _b(e, "add", a, b), _shamt(e, s)),
+    "v_mul_hi_u32": lambda e, a, b: e.mul_hi(a, b, "zext"),
+    "v_mul_hi_i32": lambda e, a, b: e.mul_hi(a, b, "sext"),
     "v_mad_u32_u24": lambda e, a, b, c: _b(e, "add", _b(e, "mul", _b(e, "and", a, 0xFFFFFF), _b(e, "and", b, 0xFFFFFF)),
                                            c),
     "v_mul_u32_u24": lambda e, a, b: _b(e, "mul", _b(e, "and", a, 0xFFFFFF), _b(e, "and", b, 0xFFFFFF)),
@@ -239,6 +242,11 @@ class _Emit:
 
     def zext64(self, a: str) -> str:
         return self.op(f"zext i32 {a} to i64")
+
+    def mul_hi(self, a: str, b: str, ext: str) -> str:
+        """The high 32 bits of the 64-bit product of a and b, widened by `ext` (zext / sext)."""
+        p = self.op(f"mul i64 {self.op(f'{ext} i32 {a} to i64')}, {self.op(f'{ext} i32 {b} to i64')}")
+        return self.op(f"trunc i64 {self.op(f'lshr i64 {p}, 32')} to i32")
 
     def bfe_u32(self, x: str, off: str, width: str) -> str:
         o = self.op(f"and i32 {off}, 31")
