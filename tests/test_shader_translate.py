@@ -443,6 +443,21 @@ def test_kernel_memory_and_stats_match(target):
 
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_blocks_tiering_up_mid_kernel_keep_memory_and_stats(monkeypatch, target):
+    """A block recompiled at O2 between two of its runs (TIER_UP small): the kernel's memory and stats unchanged."""
+    monkeypatch.setattr(T, "TIER_UP", 64)
+    T.COMPILED.clear()
+    try:
+        ups = T.STATS["tier_ups"]
+        a, b = _both(ALU_LOOP, "alu", 256, lambda out: [out, 37, 1.5], target=target)
+        assert a[2] is None and b[2] is None, (a[2], b[2])
+        assert a[0] == b[0] and a[1] == b[1]
+        assert T.STATS["tier_ups"] > ups
+    finally:
+        T.COMPILED.clear()
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
 def test_runaway_reports_match_at_every_bound(target):
     """max_kernel_steps around the loop's block boundaries: the same RunawayStop text (PC, instruction) and stats."""
     base = None
