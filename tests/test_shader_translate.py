@@ -114,9 +114,16 @@ def _dual_half(r, banks, dst, second: bool) -> str:
     return f"{op} {dst}, {s0}, {_vb(r, banks)}"
 
 
+_FCMP = ["f", "lt", "eq", "le", "gt", "lg", "ge", "o", "u", "nge", "nlg", "ngt", "nle", "neq", "nlt", "t"]
+
+
 def random_line_new(r) -> str:
     """The families added second (64-bit VALU, VOPD, v_cmpx, saveexec), gfx1100 syntax."""
-    k = r.randrange(5)
+    k = r.randrange(6)
+    if k == 5:
+        op = r.choice(_FCMP)
+        return r.choice([f"v_cmp_{op}_f32 vcc_lo, {_src(r)}, {_v(r)}",
+                         f"v_cmp_{op}_f32_e64 {_s(r)}, {_src(r)}, {_src(r)}", f"v_cmpx_{op}_f32 {_src(r)}, {_v(r)}"])
     if k == 0:
         op = r.choice(["v_mad_u64_u32", "v_mad_i64_i32"])
         return f"{op} {_vp(r)}, {r.choice([_s(r), 'vcc_lo', 'null'])}, {_src(r)}, {_src(r)}, {_src64(r)}"
@@ -191,7 +198,12 @@ def _pair64(r):
 
 def random_line_gfx942_new(r) -> str:
     """random_line_new's families in GFX9 syntax (no VOPD on gfx942)."""
-    k = r.randrange(4)
+    k = r.randrange(5)
+    if k == 4:
+        op = r.choice(_FCMP)
+        return r.choice([f"v_cmp_{op}_f32 vcc, {_src(r)}, {_v(r)}",
+                         f"v_cmp_{op}_f32_e64 {_pair(r)}, {_src(r)}, {_src(r)}",
+                         f"v_cmpx_{op}_f32 vcc, {_src(r)}, {_v(r)}"])
     if k == 0:
         op = r.choice(["v_mad_u64_u32", "v_mad_i64_i32"])
         return f"{op} {_vp(r)}, {r.choice([_pair(r), 'vcc'])}, {_src(r)}, {_src(r)}, {_src64(r)}"
@@ -501,9 +513,10 @@ BUG_PROGRAMS = {
     "cmpx_exec_not_written": ["v_cmpx_gt_u32_e64 v1, v2", "v_mov_b32 v3, v4"],
     "saveexec_wrong_op": ["s_and_saveexec_b32 s10, s11", "v_mov_b32 v3, v4"],
     "mul_hi_signed_as_unsigned": ["v_mul_hi_i32 v1, v2, v3"],
+    "fcmp_lt_unordered": ["v_cmp_lt_f32 vcc_lo, v1, v2", "v_cmp_lt_f32_e64 s10, v3, v4"],
 }
 NEW_BUGS = ["shift64_amount_31", "mad64_signed_as_unsigned", "vopd_y_reads_after_x_writes", "cmpx_exec_not_written",
-            "saveexec_wrong_op", "mul_hi_signed_as_unsigned"]
+            "saveexec_wrong_op", "mul_hi_signed_as_unsigned", "fcmp_lt_unordered"]
 
 
 def _plant(monkeypatch, bug: str) -> None:
@@ -542,6 +555,8 @@ def _plant(monkeypatch, bug: str) -> None:
         monkeypatch.setitem(T.SAVEEXEC, "and", T.SAVEEXEC["or"])
     elif bug == "mul_hi_signed_as_unsigned":
         monkeypatch.setitem(T.V_INT, "v_mul_hi_i32", lambda e, a, b: e.mul_hi(a, b, "zext"))
+    elif bug == "fcmp_lt_unordered":  # NaN operands compare true
+        monkeypatch.setitem(T.F_CMP, "lt", "ult")
     elif bug == "steps_off_by_one":
         real = T.Block.__init__
 

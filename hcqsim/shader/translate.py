@@ -128,6 +128,10 @@ MAD64 = {"v_mad_u64_u32": "zext", "v_mad_i64_i32": "sext"}  # how the 32-bit fac
 # VOPD halves covered (gfx1100): v_dual_X is v_X's operation on X's VOP2 operands
 VOPD_HALVES = ("v_fmac_f32", "v_fmaak_f32", "v_fmamk_f32", "v_mul_f32", "v_add_f32", "v_sub_f32", "v_subrev_f32",
                "v_mov_b32", "v_cndmask_b32", "v_add_nc_u32", "v_lshlrev_b32", "v_and_b32")
+# f32 compares (alu._CMP on float32: ordered unless the name negates, NaN != NaN) -> fcmp predicates
+F_CMP = {"f": "false", "lt": "olt", "eq": "oeq", "le": "ole", "gt": "ogt", "lg": "one", "ge": "oge", "o": "ord",
+         "u": "uno", "nge": "ult", "nlg": "ueq", "ngt": "ule", "nle": "ugt", "neq": "une", "nlt": "uge", "t": "true",
+         "tru": "true", "ne": "une"}
 V_CMP = {"eq": "eq", "ne": "ne", "lg": "ne", "lt": "{s}lt", "le": "{s}le", "gt": "{s}gt", "ge": "{s}ge"}
 
 S_SCC_NZ, S_SCC_KEEP = "nz", "keep"
@@ -564,10 +568,10 @@ class _Builder:
         mask_out = None  # (SGPR, i1 per lane) of a carry or compare result
         if fam == "VOPC" or (fam == "VOP3" and name.startswith("v_cmp")):
             parts = name.split("_")
-            if len(parts) != 4 or parts[1] not in ("cmp", "cmpx") or parts[2] not in V_CMP \
-                    or parts[3] not in ("u32", "i32"):
+            if len(parts) != 4 or parts[1] not in ("cmp", "cmpx") or not (
+                    (parts[2] in V_CMP and parts[3] in ("u32", "i32")) or (parts[2] in F_CMP and parts[3] == "f32")):
                 raise Refused(name)
-            types = ("u32", "u32")
+            types = ("f32", "f32") if parts[3] == "f32" else ("u32", "u32")  # f32: inline constants as floats
             dst_mask = self._mask_dest(fm.VCC_LO if fam == "VOPC" else f["vdst"])
             also_mask = None
             if parts[1] == "cmpx":  # valu._compile_vcmp: EXEC; GFX9's also writes VCC / its sdst (first)
@@ -650,8 +654,12 @@ class _Builder:
             result, out_bit = self._carry(a, b, ci, sub)
         else:
             parts = name.split("_")
-            pred = V_CMP[parts[2]].format(s="s" if parts[3] == "i32" else "u")
-            out_bit = e.op(f"icmp {pred} i32 {vals[0]}, {vals[1]}")
+            if parts[3] == "f32":
+                fa, fb = (e.op(f"bitcast i32 {x} to float") for x in vals[:2])
+                out_bit = e.op(f"fcmp {F_CMP[parts[2]]} float {fa}, {fb}")
+            else:
+                pred = V_CMP[parts[2]].format(s="s" if parts[3] == "i32" else "u")
+                out_bit = e.op(f"icmp {pred} i32 {vals[0]}, {vals[1]}")
             result = None
         if result is not None:
             p = e.op(f"getelementptr i32, i32* {dst_row}, i64 {lane}")
