@@ -114,12 +114,34 @@ def _dual_half(r, banks, dst, second: bool) -> str:
     return f"{op} {dst}, {s0}, {_vb(r, banks)}"
 
 
+def _mod(r, operand: str) -> str:
+    """A VOP3 source with a random source modifier (-x, |x|, -|x|); constants and SGPRs too."""
+    return r.choice([f"-{operand}", f"|{operand}|", f"-|{operand}|"])
+
+
+def random_modifier_line(r, gfx9: bool = False) -> str:
+    """f32 and raw-bit VALU with source modifiers (VOP3 forms), gfx1100 or GFX9 syntax."""
+    k = r.randrange(4)
+    if k == 0:
+        op = r.choice(["v_add_f32_e64", "v_sub_f32_e64", "v_mul_f32_e64", "v_subrev_f32_e64"])
+        return f"{op} {_v(r)}, {_mod(r, _v(r))}, {_mod(r, _v(r)) if r.random() < 0.5 else _v(r)}"
+    if k == 1:
+        return f"v_fma_f32 {_v(r)}, {_mod(r, _v(r))}, {_v(r)}, {_mod(r, _v(r))}"
+    if k == 2:
+        mask = _pair(r) if gfx9 else _s(r)
+        return f"v_cndmask_b32_e64 {_v(r)}, {_mod(r, _v(r))}, {_mod(r, _v(r))}, {mask}"
+    dst = _pair(r) if gfx9 else _s(r)
+    return f"v_cmp_{r.choice(['lt', 'eq', 'nge', 'u'])}_f32_e64 {dst}, {_mod(r, _v(r))}, {_mod(r, _v(r))}"
+
+
 _FCMP = ["f", "lt", "eq", "le", "gt", "lg", "ge", "o", "u", "nge", "nlg", "ngt", "nle", "neq", "nlt", "t"]
 
 
 def random_line_new(r) -> str:
     """The families added second (64-bit VALU, VOPD, v_cmpx, saveexec), gfx1100 syntax."""
-    k = r.randrange(6)
+    k = r.randrange(7)
+    if k == 6:
+        return random_modifier_line(r)
     if k == 5:
         op = r.choice(_FCMP)
         return r.choice([f"v_cmp_{op}_f32 vcc_lo, {_src(r)}, {_v(r)}",
@@ -198,7 +220,9 @@ def _pair64(r):
 
 def random_line_gfx942_new(r) -> str:
     """random_line_new's families in GFX9 syntax (no VOPD on gfx942)."""
-    k = r.randrange(5)
+    k = r.randrange(6)
+    if k == 5:
+        return random_modifier_line(r, True)
     if k == 4:
         op = r.choice(_FCMP)
         return r.choice([f"v_cmp_{op}_f32 vcc, {_src(r)}, {_v(r)}",
@@ -514,9 +538,11 @@ BUG_PROGRAMS = {
     "saveexec_wrong_op": ["s_and_saveexec_b32 s10, s11", "v_mov_b32 v3, v4"],
     "mul_hi_signed_as_unsigned": ["v_mul_hi_i32 v1, v2, v3"],
     "fcmp_lt_unordered": ["v_cmp_lt_f32 vcc_lo, v1, v2", "v_cmp_lt_f32_e64 s10, v3, v4"],
+    "neg_as_abs": ["v_add_f32_e64 v1, -v2, v3", "v_fma_f32 v4, v5, -v6, v7"],
 }
 NEW_BUGS = ["shift64_amount_31", "mad64_signed_as_unsigned", "vopd_y_reads_after_x_writes", "cmpx_exec_not_written",
-            "saveexec_wrong_op", "mul_hi_signed_as_unsigned", "fcmp_lt_unordered"]
+            "saveexec_wrong_op", "mul_hi_signed_as_unsigned", "fcmp_lt_unordered",
+            "neg_as_abs"]
 
 
 def _plant(monkeypatch, bug: str) -> None:
@@ -557,6 +583,9 @@ def _plant(monkeypatch, bug: str) -> None:
         monkeypatch.setitem(T.V_INT, "v_mul_hi_i32", lambda e, a, b: e.mul_hi(a, b, "zext"))
     elif bug == "fcmp_lt_unordered":  # NaN operands compare true
         monkeypatch.setitem(T.F_CMP, "lt", "ult")
+    elif bug == "neg_as_abs":
+        real_apply = T._Builder._apply_modifiers
+        monkeypatch.setattr(T._Builder, "_apply_modifiers", lambda self, v, a, n: real_apply(self, v, a or n, False))
     elif bug == "steps_off_by_one":
         real = T.Block.__init__
 

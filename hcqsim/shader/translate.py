@@ -438,10 +438,11 @@ class _Builder:
         if fam == "VOPD":
             return self._vopd(instr)
         if fam in ("VOP1", "VOP2", "VOP3", "VOP3SD", "VOPC"):
-            if fam in ("VOP3", "VOP3SD") and (f.get("abs", 0) or f.get("neg", 0) or f.get("opsel", 0)
-                                              or f.get("clamp", 0) or f.get("omod", 0)):
+            if fam in ("VOP3", "VOP3SD") and (f.get("opsel", 0) or f.get("clamp", 0) or f.get("omod", 0)):
                 raise Refused("modifiers")
             if name in MAD64 or name in V_WIDE:
+                if f.get("abs", 0) or f.get("neg", 0):
+                    raise Refused("modifiers")
                 return self._wide(instr)
             return self._valu(instr)
         raise Refused(fam)
@@ -597,7 +598,13 @@ class _Builder:
         else:
             raise Refused(name)
         # sources: everything uniform is read before the lane loop
-        operands, mask_in = [], None
+        operands, mask_in, mods = [], None, []
+        if fam != "VOP3" and (f.get("abs", 0) or f.get("neg", 0)):
+            raise Refused("modifiers")
+        if (kind == "carry" or name in _ACCUMULATOR) and (f.get("abs", 0) or f.get("neg", 0)):
+            raise Refused("modifiers")
+        if any((f.get("abs", 0) | f.get("neg", 0)) >> i & 1 for i, t in enumerate(types) if t == "mask"):
+            raise Refused("modifiers")
         for i, typ in enumerate(types):
             if typ == "mask":  # v_cndmask: VCC in e32, an SGPR mask in VOP3 src2
                 mask_in = self._mask_source(f["src2"] if fam == "VOP3" else fm.VCC_LO)
@@ -611,6 +618,7 @@ class _Builder:
             else:
                 code = srcs[i]
             operands.append(self._vsource(instr, code, typ))
+            mods.append(self._modifiers(instr, i, typ))
         if kind == "carry" and cin is not None:
             mask_in = self._mask_source(cin)
         vdst = None
@@ -632,9 +640,9 @@ class _Builder:
         bit = e.op(f"and i64 {e.op(f'lshr i64 {exec_}, {lane}')}, 1")
         on = e.op(f"icmp ne i64 {bit}, 0")
         vals = []
-        for kind_, x in operands:
-            vals.append(e.op(f"load i32, i32* {e.op(f'getelementptr i32, i32* {x}, i64 {lane}')}") if kind_ == "v"
-                        else x)
+        for (kind_, x), mod in zip(operands, mods):
+            value = e.op(f"load i32, i32* {e.op(f'getelementptr i32, i32* {x}, i64 {lane}')}") if kind_ == "v" else x
+            vals.append(self._apply_modifiers(value, *mod))
         lane_mask_bit = None
         if mask_in is not None:
             lane_mask_bit = e.op(f"and i64 {e.op(f'lshr i64 {mask_in}, {lane}')}, 1")
@@ -835,6 +843,22 @@ class _Builder:
             return stores
 
         self._lane_loop(body)
+
+    def _modifiers(self, instr, i: int, typ: str) -> tuple[bool, bool]:
+        """(abs, neg) of VOP3 source i (operands.source_modifiers): on f32 and raw-bit operands they act on the sign
+        bit; an integer operand with one is refused (the interpreter refuses it too)."""
+        f = instr.fields
+        abs_, neg = bool(f.get("abs", 0) >> i & 1), bool(f.get("neg", 0) >> i & 1)
+        if (abs_ or neg) and typ not in ("f32", "b32"):
+            raise Refused("modifier on an integer operand")
+        return abs_, neg
+
+    def _apply_modifiers(self, value: str, abs_: bool, neg: bool) -> str:
+        if abs_:
+            value = self.e.op(f"and i32 {value}, 2147483647")
+        if neg:
+            value = self.e.op(f"xor i32 {value}, -2147483648")
+        return value
 
     def _nan_rule(self, bits: str, r: str, srcs: list[str], fl: list[str]) -> str:
         """fpmath.propagate_nan: a NaN result becomes the first NaN source (in operand order) quieted, or the
