@@ -400,6 +400,8 @@ UNGUARDED = {
     "hdp_flush": "one plain 32-bit store to the MMIO-remap page, as a CPU does on hardware",
     "completion_slot": "returns two values fixed at bring-up",
     "queue_count": "reads the node's sysfs properties, fixed at bring-up",
+    "clear_memory_reports": "empties the emulated system's list of memory-model records (harness state: no ioctl, "
+                            "queue or buffer of the Device)",
 }
 
 
