@@ -29,6 +29,7 @@ from .alu import VALU
 from .decoder import decode, sext
 from .operands import _const_bits, operand_shape
 from .salu import _NOP_SOPP
+from .valu import _sources as source_codes  # the interpreter's operand order: one definition
 
 MODES = ("interpret", "translate")
 
@@ -553,17 +554,9 @@ class _Builder:
             return d, c1
         return e.op(f"sub i32 {d}, {ci}"), e.op(f"or i1 {c1}, {e.op(f'icmp ult i32 {d}, {ci}')}")
 
-    def _sources(self, instr) -> list[int]:
-        f = instr.fields
-        if instr.family == "VOP1":
-            return [f["src0"]]
-        if instr.family in ("VOP2", "VOPC"):
-            return [f["src0"], f["vsrc1"] + fm.VGPR_BASE]
-        return [f["src0"], f["src1"], f["src2"]]
-
     def _valu(self, instr) -> None:
         e, f, name, fam = self.e, instr.fields, instr.mnemonic, instr.family
-        srcs = self._sources(instr)
+        srcs = source_codes(instr)
         if any(c in fm.DPP_SRC0 for c in srcs[:1]):
             raise Refused("DPP")
         mask_out = None  # (SGPR, i1 per lane) of a carry or compare result
@@ -759,7 +752,7 @@ class _Builder:
     def _wide(self, instr) -> None:
         """v_mad_u64_u32 / v_mad_i64_i32 (valu._compile_mad64: VGPR pair, carry mask to sdst) and V_WIDE."""
         e, f, name = self.e, instr.fields, instr.mnemonic
-        srcs = self._sources(instr)
+        srcs = source_codes(instr)
         # valu._compile_mad64's source types (not in alu.VALU); V_WIDE's from alu.VALU
         types = (("i32", "i32", "i64") if name == "v_mad_i64_i32" else ("u32", "u32", "u64")) if name in MAD64 \
             else VALU[name][1]
