@@ -258,36 +258,44 @@ def _cache_key(kind: str, ir_text: str, arch: str, opt: int, ir_passes: bool) ->
 
 def _cache_read(key: str) -> tuple[bool, bytes] | None:
     """(ok, code or error message) from the cache, or None (missing, unreadable or not ours)."""
-    d = cache_dir()
-    if d is None:
-        return None
-    try:
-        with open(os.path.join(d, key), "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    if data[:4] != _MAGIC or data[4:5] not in (b"O", b"E"):
+    data = read_cache_file(cache_dir(), key)
+    if data is None or data[:4] != _MAGIC or data[4:5] not in (b"O", b"E"):
         return None
     return data[4:5] == b"O", data[5:]
 
 
 def _cache_write(key: str, ok: bool, payload: bytes) -> None:
+    write_cache_file(cache_dir(), key, _MAGIC + (b"O" if ok else b"E") + payload)
+
+
+def read_cache_file(directory: str | None, key: str) -> bytes | None:
+    """The bytes of a cache entry, or None (no cache directory, missing or unreadable)."""
+    if directory is None:
+        return None
+    try:
+        with open(os.path.join(directory, key), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def write_cache_file(directory: str | None, key: str, data: bytes) -> None:
     """Atomic: written to a private temporary file in the cache directory, then renamed over the key, so
-    concurrent writers (pytest-xdist workers) and readers only ever see whole entries."""
-    d = cache_dir()
-    if d is None:
+    concurrent writers (pytest-xdist workers) and readers only ever see whole entries. A read-only or full disk
+    costs speed, not correctness: the entry is then not written."""
+    if directory is None:
         return
     try:
-        os.makedirs(d, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + (b"O" if ok else b"E") + payload)
-            os.replace(tmp, os.path.join(d, key))
+                f.write(data)
+            os.replace(tmp, os.path.join(directory, key))
         except BaseException:
             os.unlink(tmp)
             raise
-    except OSError:  # a read-only or full disk costs speed, not correctness
+    except OSError:
         pass
 
 

@@ -693,8 +693,9 @@ def test_disk_cache_reuses_object_code_and_survives_corruption(monkeypatch, tmp_
         monkeypatch.setenv("HCQSIM_CACHE", "off")
         T.COMPILED.clear()
         made = []
-        real_mkstemp = T.tempfile.mkstemp
-        monkeypatch.setattr(T.tempfile, "mkstemp", lambda *a, **k: made.append(a) or real_mkstemp(*a, **k))
+        import tempfile  # the cache's writer (compiler.write_cache_file) makes its temporary files with it
+        real_mkstemp = tempfile.mkstemp
+        monkeypatch.setattr(tempfile, "mkstemp", lambda *a, **k: made.append(a) or real_mkstemp(*a, **k))
         compare(lines + ["s_nop 0"], 4)
         assert T._disk_dir() is None and not made
     finally:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import tempfile
 import threading
 import time
 
@@ -559,7 +558,6 @@ class _Builder:
         srcs = source_codes(instr)
         if any(c in fm.DPP_SRC0 for c in srcs[:1]):
             raise Refused("DPP")
-        mask_out = None  # (SGPR, i1 per lane) of a carry or compare result
         if fam == "VOPC" or (fam == "VOP3" and name.startswith("v_cmp")):
             parts = name.split("_")
             if len(parts) != 4 or parts[1] not in ("cmp", "cmpx") or not (
@@ -939,13 +937,9 @@ _MAGIC = b"HQTB"  # a cache file: magic, the first 16 bytes of the object code's
 
 def _disk_read(key: str) -> bytes | None:
     """Object code from the disk cache, or None (no cache, missing, unreadable, or failing its checksum)."""
-    d = _disk_dir()
-    if d is None:
-        return None
-    try:
-        with open(os.path.join(d, key), "rb") as f:
-            data = f.read()
-    except OSError:
+    from ..compiler import read_cache_file
+    data = read_cache_file(_disk_dir(), key)
+    if data is None:
         return None
     obj = data[20:]
     if data[:4] != _MAGIC or not obj or hashlib.sha256(obj).digest()[:16] != data[4:20]:
@@ -954,22 +948,9 @@ def _disk_read(key: str) -> bytes | None:
 
 
 def _disk_write(key: str, obj: bytes) -> None:
-    """Atomic (a private temporary file renamed over the key): concurrent processes only see whole entries."""
-    d = _disk_dir()
-    if d is None:
-        return
-    try:
-        os.makedirs(d, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + hashlib.sha256(obj).digest()[:16] + obj)
-            os.replace(tmp, os.path.join(d, key))
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:  # a read-only or full disk costs speed, not correctness
-        pass
+    """Atomic (compiler.write_cache_file): concurrent processes only see whole entries."""
+    from ..compiler import write_cache_file
+    write_cache_file(_disk_dir(), key, _MAGIC + hashlib.sha256(obj).digest()[:16] + obj)
 
 
 def _engine(tier: int):
